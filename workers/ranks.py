@@ -1,0 +1,118 @@
+"""What every worker process uses: labelled printing, event records, and a strict CLI.
+
+Everything here is small on purpose, so a chapter's worker reads top to bottom:
+
+* ``say(rank, text)`` prints ``[rank r] text``; ``say_main(text)`` prints ``[main] text``
+  for the process that started the others. The runner sorts lines into ranks by these prefixes.
+* ``Events(path).emit(rank, "name", ...)`` appends one JSON object per line to ``path``
+  (``{"rank": 0, "t": <time.time()>, "event": "name", ...}``); an event with ``t_end`` is a span.
+  ``Events(None)`` records nothing, so workers call ``emit`` unconditionally.
+* ``Parser`` is an ``argparse.ArgumentParser`` whose errors are one line and exit code 2;
+  ``fail(text)`` ends a worker the same way for a mistake argparse cannot see.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+MAIN = "main"  # the label of the process that starts the others
+
+
+def _write_line(text: str) -> None:
+    # One os.write per line: lines from several processes sharing a pipe never interleave
+    # mid-line (a pipe write of up to PIPE_BUF bytes is atomic).
+    os.write(sys.stdout.fileno(), (text + "\n").encode())
+
+
+def say(rank: int, text: str) -> None:
+    """Print ``text`` as rank ``rank``."""
+    sys.stdout.flush()
+    _write_line(f"[rank {rank}] {text}")
+
+
+def say_main(text: str) -> None:
+    """Print ``text`` as the main (parent) process."""
+    sys.stdout.flush()
+    _write_line(f"[{MAIN}] {text}")
+
+
+class Events:
+    """Appends event records to a JSON-lines file; picklable, so children get it as an argument."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def emit(self, rank: int | str, event: str, t: float | None = None, **fields) -> None:
+        if not self.path:
+            return
+        record = {"rank": rank, "t": time.time() if t is None else t, "event": event, **fields}
+        line = (json.dumps(record) + "\n").encode()
+        # O_APPEND + one write: records from concurrent processes stay whole.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def fail(text: str, code: int = 2) -> None:
+    """End the process with one line on stderr: for the reader's mistakes, not for bugs."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "worker"
+    sys.stderr.write(f"{prog}: error: {text}\n")
+    sys.exit(code)
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line (no usage dump) and exit with code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def add_common_options(parser: argparse.ArgumentParser, timeout: float) -> None:
+    """The options every worker shares: ``--events PATH`` and ``--timeout SECONDS``."""
+    parser.add_argument("--events", metavar="PATH", help="append one JSON event per line to PATH")
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=timeout,
+        metavar="SECONDS",
+        help=f"longest wait for any child or peer (default {timeout:g})",
+    )
+
+
+def open_events(path: str | None) -> Events:
+    """Check that the events file can be written before any child starts, then return it."""
+    if path:
+        try:
+            with open(path, "a"):
+                pass
+        except OSError as error:
+            fail(f"cannot write the events file {path}: {error.strerror}")
+    return Events(path)

@@ -1,0 +1,127 @@
+"""How a run looks on the page: the rank-labelled output block and the per-rank timeline.
+
+Both are drawn from what really ran: the lines a ``RunResult`` captured, with the second each
+arrived, and the events the ranks recorded with their own clocks.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from workers.runner import RunResult
+
+# matplotlib's tab10: one colour per rank, the same in the output block and in the plots.
+RANK_COLOURS = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+]  # fmt: skip
+MAIN_COLOUR = "#444444"
+UNLABELLED_COLOUR = "#999999"
+
+
+def source_colour(source: str | int) -> str:
+    """The colour of ``"main"``, ``"rank 3"`` or ``3``; unlabelled output is grey."""
+    if isinstance(source, int):
+        return RANK_COLOURS[source % len(RANK_COLOURS)]
+    if source.startswith("rank "):
+        return RANK_COLOURS[int(source[5:]) % len(RANK_COLOURS)]
+    return MAIN_COLOUR if source == "main" else UNLABELLED_COLOUR
+
+
+def rank_output_html(result: "RunResult", title: str | None = None) -> str:
+    """Every line in the order it arrived, each with its source's coloured label and its time.
+
+    Inline styles only, so the block looks the same in the book, in a downloaded notebook and
+    in JupyterLab, in light and dark themes (text colour is inherited).
+    """
+    if result.timed_out:
+        outcome = f"killed at its timeout after {result.duration:.2f} s"
+    else:
+        outcome = f"exit code {result.returncode} after {result.duration:.2f} s"
+    heading = html.escape(title or "python " + " ".join(_shown_args(result.command)))
+    rows = []
+    for line in result.lines:
+        colour = source_colour(line.source)
+        label = html.escape(line.source or "·")
+        rows.append(
+            f'<div class="rank-line" data-source="{label}" style="display:flex;gap:.6em;'
+            f'border-left:4px solid {colour};padding-left:.4em;line-height:1.35">'
+            f'<span style="min-width:4.2em;color:#fff;background:{colour};border-radius:3px;'
+            f'padding:0 .35em;text-align:center;white-space:nowrap">{label}</span>'
+            f'<span style="min-width:3.6em;opacity:.6;text-align:right">{line.t:5.2f}s</span>'
+            f'<span style="white-space:pre-wrap;word-break:break-word">{html.escape(line.text)}</span></div>'
+        )
+    if not rows:
+        rows.append('<div style="opacity:.6">(no output)</div>')
+    return (
+        '<div class="rank-output" style="font-family:var(--pst-font-family-monospace,monospace);'
+        'font-size:.82em;border:1px solid rgba(127,127,127,.35);border-radius:6px;padding:.5em .6em;margin:.3em 0">'
+        f'<div class="rank-output-head" style="margin-bottom:.4em;opacity:.8"><code>{heading}</code> '
+        f"&mdash; {html.escape(outcome)}</div>" + "".join(rows) + "</div>"
+    )
+
+
+def _shown_args(command: list[str]) -> list[str]:
+    shown, skip = [], False
+    for arg in command[1:]:
+        if skip:
+            skip = False
+        elif arg == "--events":
+            skip = True
+        else:
+            shown.append(arg)
+    return shown
+
+
+def _row_key(rank) -> tuple:
+    return (0, 0) if rank == "main" else (1, rank)
+
+
+def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = None) -> "Figure":
+    """A Gantt chart: one row per rank (``main`` on top), spans as bars, instants as markers.
+
+    An event with ``t_end`` is a span from ``t`` to ``t_end``; one without is an instant.
+    Times are seconds since ``t0`` (default: the first event).
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        rows = {event["rank"] for event in events}
+        fig, ax = plt.subplots(figsize=(8, 0.55 * max(len(rows), 2) + 1.1))
+    fig = ax.figure
+    if not events:
+        ax.set_title(title + " (no events)")
+        return fig
+    t0 = min(event["t"] for event in events) if t0 is None else t0
+    rows = sorted({event["rank"] for event in events}, key=_row_key)
+    y_of = {rank: i for i, rank in enumerate(rows)}
+    names = list(dict.fromkeys(event["event"] for event in events))
+    cmap = plt.get_cmap("Set2")
+    colour_of = {name: cmap(i % 8) for i, name in enumerate(names)}
+    labelled = set()
+    for event in events:
+        y = y_of[event["rank"]]
+        name = event["event"]
+        label = None if name in labelled else name
+        labelled.add(name)
+        if "t_end" in event:
+            ax.barh(y, event["t_end"] - event["t"], left=event["t"] - t0, height=0.5,
+                    color=colour_of[name], edgecolor="black", linewidth=0.4, label=label)
+        else:
+            ax.plot(event["t"] - t0, y, marker="v", markersize=8, linestyle="none",
+                    color=colour_of[name], markeredgecolor="black", label=label)
+    ax.set_yticks(range(len(rows)), [r if r == "main" else f"rank {r}" for r in rows])
+    for tick, rank in zip(ax.get_yticklabels(), rows):
+        tick.set_color(source_colour(rank if rank != "main" else "main"))
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first event")
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28 if len(rows) < 4 else -0.18),
+              ncol=min(len(names), 4), frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig

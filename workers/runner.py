@@ -1,0 +1,340 @@
+"""The one place that starts a worker: ``run("workers.start_join", "join", "--processes", "3")``.
+
+A notebook cannot hold multiprocessing code (a spawned child imports its target by name, and a
+notebook's ``__main__`` has none), so every chapter's code lives in ``workers/<chapter>.py`` and
+the chapter starts it as ``python -m workers.<chapter> ...`` through ``run``, which
+
+* picks a free loopback port and sets ``MASTER_ADDR``/``MASTER_PORT`` (two runs at once never
+  collide) and ``PYTHONUNBUFFERED=1`` (lines arrive as they are printed);
+* starts the child in its own process session, so the child and everything it starts form one
+  process group that can be killed as a whole;
+* streams lines as they arrive: in a notebook into a live display that ends as the rank-labelled
+  block, in a terminal to stdout;
+* enforces a timeout, and on timeout, error or KeyboardInterrupt kills the whole group, so no
+  process is left behind;
+* passes ``--events PATH`` and reads back the JSON events the ranks wrote;
+* checks the outcome: by default exit code 0, else ``WorkerError`` with the last lines of output
+  (so a chapter's build fails). A cell that shows a failure on purpose says which exit code and
+  which message it expects, and ``run`` checks exactly that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+_LABEL = re.compile(r"^\[(main|rank (\d+))\] ?(.*)$")
+_TAIL = 25  # lines of output quoted in an error, and shown live in a notebook
+
+
+class WorkerError(RuntimeError):
+    """A worker run did not end as its caller said it would. ``.result`` holds what it did."""
+
+    def __init__(self, message: str, result: "RunResult"):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class Line:
+    """One line of output: seconds since the start, who printed it, and the text."""
+
+    t: float
+    source: str  # "main", "rank 3", or "" for unlabelled lines (tracebacks, library warnings)
+    text: str
+
+    @property
+    def rank(self) -> int | None:
+        return int(self.source[5:]) if self.source.startswith("rank ") else None
+
+
+@dataclass
+class RunResult:
+    command: list[str]
+    returncode: int | None  # None when the run was killed at its timeout
+    duration: float  # seconds from start to exit (or to the kill)
+    lines: list[Line]
+    events: list[dict] = field(default_factory=list)
+    port: int = 0
+    timed_out: bool = False
+
+    @property
+    def output(self) -> str:
+        return "\n".join(line.text if not line.source else f"[{line.source}] {line.text}" for line in self.lines)
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({line.rank for line in self.lines if line.rank is not None})
+
+    def lines_of(self, source: int | str) -> list[str]:
+        """The texts printed by one rank (an int) or by ``"main"``, in order."""
+        label = f"rank {source}" if isinstance(source, int) else source
+        return [line.text for line in self.lines if line.source == label]
+
+    def events_named(self, name: str) -> list[dict]:
+        return [event for event in self.events if event["event"] == name]
+
+    def tail(self, count: int = _TAIL) -> str:
+        return "\n".join(self.output.splitlines()[-count:])
+
+    def _repr_html_(self) -> str:
+        from workers.render import rank_output_html
+
+        return rank_output_html(self)
+
+
+_handed_out: list[int] = []  # recent ports, so two runs started together never share one
+_handed_out_lock = threading.Lock()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago: the OS picks it when binding to port 0."""
+    with _handed_out_lock:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((host, 0))
+                port = sock.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out[:] = (_handed_out + [port])[-64:]
+                return port
+
+
+def run(
+    module: str,
+    *args: str,
+    timeout: float = 60.0,
+    expect_returncode: int = 0,
+    expect_output: str | None = None,
+    events: bool = True,
+    env: dict[str, str] | None = None,
+    stream: bool | None = None,
+    title: str | None = None,
+) -> RunResult:
+    """Run ``python -m <module> <args>`` and return what it did; see the module docstring.
+
+    ``expect_output`` is a regular expression that must occur in the output.
+    ``stream``: None shows output live (notebook display or stdout); False keeps quiet.
+    """
+    port = free_port()
+    command = [sys.executable, "-m", module, *map(str, args)]
+    events_file = None
+    if events:
+        handle, events_file = tempfile.mkstemp(prefix="events-", suffix=".jsonl")
+        os.close(handle)
+        command += ["--events", events_file]
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    child_env.update(env or {})
+    display = _LiveDisplay(title or _short(command, events_file), stream)
+
+    start = time.time()
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=child_env,
+        start_new_session=True,  # its own process group: killpg reaches every descendant
+    )
+    lines: list[Line] = []
+    received: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=_read_lines, args=(process.stdout, received), daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        deadline = start + timeout
+        leader_exited_at = None
+        while True:
+            try:
+                raw = received.get(timeout=0.1)
+            except queue.Empty:
+                if time.time() >= deadline:
+                    timed_out = process.poll() is None
+                    break
+                if leader_exited_at is None and process.poll() is not None:
+                    leader_exited_at = time.time()
+                # The pipe stays open while anything the child left behind holds it; once the
+                # child itself has exited, a short quiet spell ends the run (leftovers are killed).
+                if leader_exited_at is not None and time.time() - leader_exited_at > 1.0:
+                    break
+                continue
+            if raw is None:  # end of output: the child and all its descendants closed the pipe
+                break
+            _record(raw, start, lines, display)
+    finally:
+        # Runs on success, timeout, error and KeyboardInterrupt alike.
+        _kill_group(process)
+        reader.join(timeout=2)
+    while True:  # lines that arrived while the group was being stopped
+        try:
+            raw = received.get_nowait()
+        except queue.Empty:
+            break
+        if raw is not None:
+            _record(raw, start, lines, display)
+    duration = time.time() - start
+    result = RunResult(
+        command=command,
+        returncode=None if timed_out else process.returncode,
+        duration=duration,
+        lines=lines,
+        events=_read_events(events_file),
+        port=port,
+        timed_out=timed_out,
+    )
+    display.finish(result)
+    _check(result, module, timeout, expect_returncode, expect_output)
+    return result
+
+
+def _check(result: RunResult, module: str, timeout: float, expect_returncode: int, expect_output: str | None) -> None:
+    if result.timed_out:
+        raise WorkerError(f"{module} timed out after {timeout:g} s and was killed; last lines:\n{result.tail()}", result)
+    if result.returncode != expect_returncode:
+        raise WorkerError(
+            f"{module} exited with code {result.returncode}, expected {expect_returncode}; last lines:\n{result.tail()}",
+            result,
+        )
+    if expect_output is not None and not re.search(expect_output, result.output, re.MULTILINE):
+        raise WorkerError(f"{module}: expected output matching {expect_output!r}; last lines:\n{result.tail()}", result)
+
+
+def _read_lines(pipe, received: queue.Queue) -> None:
+    for raw in iter(pipe.readline, b""):
+        received.put(raw.decode(errors="replace").rstrip("\n"))
+    received.put(None)
+
+
+def _record(raw: str, start: float, lines: list[Line], display: "_LiveDisplay") -> None:
+    line = _parse(raw, time.time() - start)
+    lines.append(line)
+    display.add(line)
+
+
+def _parse(raw: str, t: float) -> Line:
+    match = _LABEL.match(raw)
+    if not match:
+        return Line(t, "", raw)
+    return Line(t, match.group(1), match.group(3))
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """Stop the child's whole process group: SIGTERM, a short grace, then SIGKILL."""
+    group = process.pid  # start_new_session made the child the leader of its own group
+    if process.poll() is None:
+        try:
+            os.killpg(group, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+    # Whatever is still in the group (the leader, or children it left behind) is killed outright.
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def _read_events(path: str | None) -> list[dict]:
+    if not path:
+        return []
+    try:
+        with open(path) as file:
+            records = [json.loads(line) for line in file if line.strip()]
+    finally:
+        os.unlink(path)
+    return sorted(records, key=lambda record: record["t"])
+
+
+def _short(command: list[str], events_file: str | None) -> str:
+    shown = [arg for arg in command[1:] if arg not in ("--events", events_file)]
+    return "python " + " ".join(shown)
+
+
+def _in_notebook() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython else None
+    return shell is not None and hasattr(shell, "kernel")
+
+
+class _LiveDisplay:
+    """Shows output while it arrives; in a notebook the same display ends as the rendered block."""
+
+    def __init__(self, title: str, stream: bool | None):
+        self.enabled = stream is not False
+        self.notebook = self.enabled and _in_notebook()
+        self.title = title
+        self.recent: list[str] = []
+        self.last_update = 0.0
+        self.handle = None
+        if self.notebook:
+            from IPython.display import HTML, display
+
+            self.handle = display(HTML(self._running_html()), display_id=True)
+
+    def add(self, line: Line) -> None:
+        if not self.enabled:
+            return
+        text = f"[{line.source}] {line.text}" if line.source else line.text
+        if not self.notebook:
+            print(text, flush=True)
+            return
+        self.recent = (self.recent + [text])[-_TAIL:]
+        if time.time() - self.last_update > 0.3:  # throttle updates of the notebook display
+            self.last_update = time.time()
+            from IPython.display import HTML
+
+            self.handle.update(HTML(self._running_html()))
+
+    def finish(self, result: RunResult) -> None:
+        if self.notebook:
+            from IPython.display import HTML
+
+            from workers.render import rank_output_html
+
+            self.handle.update(HTML(rank_output_html(result, title=self.title)))
+
+    def _running_html(self) -> str:
+        import html
+
+        body = html.escape("\n".join(self.recent)) or "starting..."
+        return f"<div><code>{html.escape(self.title)}</code> running...<pre>{body}</pre></div>"
+
+
+class capture_child_output:
+    """Collect what child processes started inside the ``with`` block write to stdout and stderr.
+
+    For the few cells that start a process from the notebook's own kernel: a child inherits the
+    kernel's file descriptors 1 and 2, and the kernel does not reliably forward what arrives on
+    them. Inside the block both point to a temporary file; ``.text`` holds what was written.
+    """
+
+    def __enter__(self) -> "capture_child_output":
+        self._file = tempfile.TemporaryFile(mode="w+b")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._saved = [os.dup(1), os.dup(2)]
+        os.dup2(self._file.fileno(), 1)
+        os.dup2(self._file.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for fd, saved in zip((1, 2), self._saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode(errors="replace")
+        self._file.close()
