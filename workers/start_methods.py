@@ -1,0 +1,235 @@
+"""Start methods: fork, spawn and forkserver.
+
+    python -m workers.start_methods startup --processes 3
+    python -m workers.start_methods inherit
+    python -m workers.start_methods context
+    python -m workers.start_methods fork-with-threads
+    python -m workers.start_methods queue-threads
+    python -m workers.start_methods cuda-fork        (needs a CUDA GPU)
+
+fork copies the running parent; spawn starts a fresh interpreter that imports this module and
+unpickles its target; forkserver starts one fresh server process once and forks every child
+from it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+
+import torch
+import torch.multiprocessing as mp
+
+from workers.ranks import Events, Parser, add_common_options, fail, open_events, positive_float, positive_int, say, say_main
+
+ALL_METHODS = mp.get_all_start_methods()  # ['fork', 'spawn', 'forkserver'] on Linux
+
+
+# --- startup: what one process costs to start -------------------------------------------------
+
+
+def report_started(rank: int, started_queue) -> None:
+    """The cheapest possible child: say when its own code began to run."""
+    started_queue.put((rank, time.time()))
+
+
+def demo_startup(args, events: Events) -> int:
+    for method in args.methods:
+        ctx = mp.get_context(method)
+        label = method
+        if method == "forkserver" and args.forkserver_preload:
+            # The server imports these once; every child forked from it has them already.
+            ctx.set_forkserver_preload(args.forkserver_preload)
+            label = f"forkserver, preload {','.join(args.forkserver_preload)}"
+        started_queue = ctx.SimpleQueue()
+        costs = []
+        for rank in range(args.processes):  # one at a time, so each start is measured alone
+            child = ctx.Process(target=report_started, args=(rank, started_queue))
+            asked = time.time()
+            child.start()
+            child.join(timeout=args.timeout)
+            if child.is_alive() or child.exitcode != 0:
+                child.kill()
+                say_main(f"{label}: child {rank} did not report within {args.timeout:g} s")
+                return 1
+            _, began = started_queue.get()
+            costs.append(began - asked)
+            events.emit("main", "start-up", t=asked, t_end=began, method=label, process=rank)
+        say_main(
+            f"{label:<10} start-up per process: "
+            + ", ".join(f"{cost * 1000:.0f}" for cost in costs)
+            + f" ms (median {statistics.median(costs) * 1000:.0f} ms)"
+        )
+    return 0
+
+
+def greet() -> None:
+    """A target that a spawned child can find: it lives in an importable module."""
+    say(0, "hello from workers.start_methods.greet, found by name in an importable module")
+
+
+# --- inherit: what a child sees of its parent's state ----------------------------------------
+
+SETTING = "the value written in the module's source"
+
+
+def show_setting(method: str) -> None:
+    say(ALL_METHODS.index(method), f"{method:<10} child sees SETTING = {SETTING!r}")
+
+
+def demo_inherit(args, events: Events) -> int:
+    global SETTING
+    SETTING = "a value the parent set at run time"
+    say_main(f"parent changed SETTING to {SETTING!r} before start()")
+    for method in args.methods:
+        child = mp.get_context(method).Process(target=show_setting, args=(method,))
+        child.start()
+        child.join(timeout=args.timeout)
+        if child.exitcode != 0:
+            child.kill()
+            return 1
+    return 0
+
+
+# --- context: the global start method against a context object --------------------------------
+
+
+def demo_context(args, events: Events) -> int:
+    # get_all_start_methods() lists the default first; get_context() would fix it as a side effect.
+    say_main(f"Python {sys.version.split()[0]} on {sys.platform}: the default start method is {ALL_METHODS[0]!r}")
+    say_main(f"get_start_method(allow_none=True) = {mp.get_start_method(allow_none=True)!r}: nothing is set yet")
+    mp.set_start_method("spawn")
+    say_main(f"set_start_method('spawn') -> get_start_method() = {mp.get_start_method()!r}")
+    try:
+        mp.set_start_method("forkserver")
+    except RuntimeError as error:
+        say_main(f"set_start_method('forkserver') again -> RuntimeError: {error}")
+    mp.set_start_method("forkserver", force=True)
+    say_main(f"set_start_method('forkserver', force=True) -> {mp.get_start_method()!r}")
+    ctx = mp.get_context("fork")
+    say_main(f"get_context('fork') -> a {type(ctx).__name__}; the global method is still {mp.get_start_method()!r}")
+    return 0
+
+
+# --- fork-with-threads: a lock held by another thread at the moment of fork -------------------
+
+LOCK = threading.Lock()
+
+
+def hold_lock(holding: threading.Event, seconds: float) -> None:
+    with LOCK:
+        holding.set()
+        time.sleep(seconds)
+
+
+def take_lock(rank: int, method: str, trying) -> None:
+    say(rank, f"{method:<10} child: taking LOCK ...")
+    trying.set()
+    with LOCK:
+        say(rank, f"{method:<10} child: took LOCK")
+
+
+def demo_fork_with_threads(args, events: Events) -> int:
+    holding = threading.Event()
+    # A background thread holds the lock the whole time, as a logging or I/O thread might.
+    threading.Thread(target=hold_lock, args=(holding, 1000), daemon=True).start()
+    holding.wait()
+    say_main("a background thread now holds LOCK; starting one child per method")
+    for rank, method in enumerate(args.methods):
+        ctx = mp.get_context(method)
+        trying = ctx.Event()
+        child = ctx.Process(target=take_lock, args=(rank, method, trying))
+        child.start()
+        trying.wait(timeout=args.timeout)  # start-up (slow under spawn) is not the deadlock
+        begin = time.time()
+        child.join(timeout=args.deadlock_after)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            say_main(f"{method:<10} child still waiting after {args.deadlock_after:g} s: deadlocked, killed it")
+            verdict = "deadlocked"
+        else:
+            say_main(f"{method:<10} child exited with code {child.exitcode}")
+            verdict = "finished"
+        events.emit("main", verdict, t=begin, t_end=time.time(), method=method)
+    return 0
+
+
+# --- queue-threads: which queues start a background thread ------------------------------------
+
+
+def demo_queue_threads(args, events: Events) -> int:
+    ctx = mp.get_context("spawn")
+    say_main(f"threads at first:           {[t.name for t in threading.enumerate()]}")
+    simple = ctx.SimpleQueue()
+    simple.put("hello")
+    say_main(f"after SimpleQueue().put():  {[t.name for t in threading.enumerate()]}")
+    fed = ctx.Queue()
+    fed.put("hello")
+    say_main(f"after Queue().put():        {[t.name for t in threading.enumerate()]}")
+    simple.get(), fed.get(timeout=args.timeout)
+    return 0
+
+
+# --- cuda-fork: CUDA initialised in the parent, then fork -------------------------------------
+
+
+def use_cuda(rank: int, method: str) -> None:
+    try:
+        value = torch.ones(1, device="cuda") * 2
+        say(rank, f"{method:<10} child: CUDA works, got {value.item():g} from {torch.cuda.get_device_name()}")
+    except RuntimeError as error:
+        say(rank, f"{method:<10} child: RuntimeError: {error}")
+        sys.exit(1)
+
+
+def demo_cuda_fork(args, events: Events) -> int:
+    if not torch.cuda.is_available():
+        fail("cuda-fork needs a CUDA GPU, and torch.cuda.is_available() is False here")
+    torch.ones(1, device="cuda")  # the parent initialises CUDA
+    say_main(f"parent initialised CUDA on {torch.cuda.get_device_name()}")
+    for rank, method in enumerate(["fork", "spawn"]):
+        child = mp.get_context(method).Process(target=use_cuda, args=(rank, method))
+        child.start()
+        child.join(timeout=args.timeout)
+        if child.is_alive():
+            child.kill()
+        say_main(f"{method:<10} child exited with code {child.exitcode}")
+    return 0
+
+
+DEMOS = {
+    "startup": demo_startup,
+    "inherit": demo_inherit,
+    "context": demo_context,
+    "fork-with-threads": demo_fork_with_threads,
+    "queue-threads": demo_queue_threads,
+    "cuda-fork": demo_cuda_fork,
+}
+
+
+def parse_args(argv=None):
+    parser = Parser(prog="python -m workers.start_methods", description=__doc__.split("\n\n")[0])
+    parser.add_argument("demo", choices=DEMOS, help="which behaviour to show")
+    parser.add_argument("--methods", nargs="+", choices=ALL_METHODS, default=ALL_METHODS, metavar="METHOD",
+                        help=f"start methods to compare, from {ALL_METHODS} (default: all)")
+    parser.add_argument("--processes", type=positive_int, default=3,
+                        help="processes started per method by 'startup' (default 3)")
+    parser.add_argument("--deadlock-after", type=positive_float, default=2.0, metavar="SECONDS",
+                        help="fork-with-threads: a child still waiting for the lock this long is deadlocked")
+    parser.add_argument("--forkserver-preload", nargs="+", default=[], metavar="MODULE",
+                        help="startup: modules the forkserver imports once, e.g. torch")
+    add_common_options(parser, timeout=30)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    events = open_events(args.events)
+    return DEMOS[args.demo](args, events)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
