@@ -1,0 +1,93 @@
+"""The book itself: a strict build executes every chapter, and a cell that raises fails it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from conftest import ROOT
+
+JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
+CHAPTERS = ["start_join", "start_methods"]
+CHAPTER_SECONDS = 60  # the budget of one chapter on a 2-core machine
+
+
+def build(source: Path, output: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """The README's strict build: every notebook executed, warnings are errors."""
+    start = time.time()
+    completed = subprocess.run(
+        [JUPYTER_BOOK, "build", str(source), "--all", "-n", "-W", "--keep-going", "--path-output", str(output)],
+        capture_output=True, text=True, timeout=900,
+    )
+    return completed, time.time() - start
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    output = tmp_path_factory.mktemp("book")
+    completed, seconds = build(ROOT, output)
+    log = completed.stdout + completed.stderr
+    assert completed.returncode == 0, log[-5000:]
+    print(f"book built in {seconds:.1f} s")
+    return output / "_build" / "html", log
+
+
+def page(html_dir: Path, name: str) -> BeautifulSoup:
+    return BeautifulSoup((html_dir / "book" / f"{name}.html").read_text(), "html.parser")
+
+
+@pytest.mark.book
+def test_every_chapter_ran_within_its_budget(built_book):
+    _, log = built_book
+    seconds = dict(re.findall(r"book/(\w+)\.md: Executed notebook in ([\d.]+) seconds", log))
+    assert sorted(seconds) == sorted(CHAPTERS), seconds
+    for chapter, value in seconds.items():
+        assert float(value) < CHAPTER_SECONDS, f"{chapter} took {value} s"
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("chapter, blocks", [("start_join", 6), ("start_methods", 7)])
+def test_chapters_show_rank_output_and_plots(built_book, chapter, blocks):
+    html_dir, _ = built_book
+    soup = page(html_dir, chapter)
+    outputs = soup.select(".rank-output")
+    assert len(outputs) >= blocks
+    for output in outputs:
+        assert output.select(".rank-line"), "an output block with no lines"
+    images = soup.select(".cell_output img")
+    assert images, "no plot in the chapter"
+    for image in images:
+        assert (html_dir / "book" / image["src"]).resolve().is_file(), image["src"]
+    # every {glue:text} reference was filled with a number the page computed
+    glued = [span.get_text() for span in soup.select("span.pasted-text")]
+    assert glued and all(re.fullmatch(r"-?\d+(\.\d+)?", text) for text in glued), glued
+
+
+@pytest.mark.book
+def test_the_notebook_target_error_is_reproduced_on_the_page(built_book):
+    html_dir, _ = built_book
+    text = page(html_dir, "start_methods").get_text()
+    assert "Can't get attribute 'greet_from_notebook' on <module '__main__'" in text
+    assert "hello from workers.start_methods.greet" in text
+
+
+@pytest.mark.book
+def test_a_cell_that_raises_fails_the_build(tmp_path):
+    source = tmp_path / "broken_book"
+    (source / "book").mkdir(parents=True)
+    shutil.copy(ROOT / "_config.yml", source / "_config.yml")
+    shutil.copytree(ROOT / "_static", source / "_static")
+    (source / "_toc.yml").write_text("format: jb-book\nroot: book/broken\n")
+    header = (ROOT / "book" / "start_join.md").read_text().split("---\n")[1]
+    (source / "book" / "broken.md").write_text(
+        f"---\n{header}---\n\n# Broken\n\n```{{code-cell}} ipython3\n1 / 0\n```\n"
+    )
+    completed, _ = build(source, tmp_path / "out")
+    assert completed.returncode != 0
+    assert "ZeroDivisionError" in completed.stdout + completed.stderr
