@@ -22,7 +22,11 @@ def quiet_run(module: str, *args: str, **options):
 def cli(module: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``python -m module args`` exactly as a reader would from a shell."""
     return subprocess.run(
-        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
     )
 
 
@@ -34,7 +38,9 @@ def is_running(pid: int) -> bool:
         return False
 
 
-def assert_one_line_error(completed: subprocess.CompletedProcess, *fragments: str) -> None:
+def assert_one_line_error(
+    completed: subprocess.CompletedProcess, *fragments: str
+) -> None:
     """A reader's mistake: non-zero exit, one line on stderr naming the problem, no traceback."""
     assert completed.returncode == 2, completed
     lines = completed.stderr.strip().splitlines()

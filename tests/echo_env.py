@@ -4,5 +4,8 @@ import os
 import sys
 import time
 
-print(f"[main] MASTER_ADDR={os.environ['MASTER_ADDR']} MASTER_PORT={os.environ['MASTER_PORT']}", flush=True)
+print(
+    f"[main] MASTER_ADDR={os.environ['MASTER_ADDR']} MASTER_PORT={os.environ['MASTER_PORT']}",
+    flush=True,
+)
 time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 0)

@@ -22,8 +22,20 @@ def build(source: Path, output: Path) -> tuple[subprocess.CompletedProcess, floa
     """The README's strict build: every notebook executed, warnings are errors."""
     start = time.time()
     completed = subprocess.run(
-        [JUPYTER_BOOK, "build", str(source), "--all", "-n", "-W", "--keep-going", "--path-output", str(output)],
-        capture_output=True, text=True, timeout=900,
+        [
+            JUPYTER_BOOK,
+            "build",
+            str(source),
+            "--all",
+            "-n",
+            "-W",
+            "--keep-going",
+            "--path-output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     return completed, time.time() - start
 
@@ -39,13 +51,17 @@ def built_book(tmp_path_factory):
 
 
 def page(html_dir: Path, name: str) -> BeautifulSoup:
-    return BeautifulSoup((html_dir / "book" / f"{name}.html").read_text(), "html.parser")
+    return BeautifulSoup(
+        (html_dir / "book" / f"{name}.html").read_text(), "html.parser"
+    )
 
 
 @pytest.mark.book
 def test_every_chapter_ran_within_its_budget(built_book):
     _, log = built_book
-    seconds = dict(re.findall(r"book/(\w+)\.md: Executed notebook in ([\d.]+) seconds", log))
+    seconds = dict(
+        re.findall(r"book/(\w+)\.md: Executed notebook in ([\d.]+) seconds", log)
+    )
     assert sorted(seconds) == sorted(CHAPTERS), seconds
     for chapter, value in seconds.items():
         assert float(value) < CHAPTER_SECONDS, f"{chapter} took {value} s"

@@ -21,13 +21,17 @@ PID = re.compile(r"started \(pid (\d+)\)")
 
 
 def child_pids(lines: list[str]) -> list[int]:
-    return [int(match.group(1)) for line in lines for match in [PID.search(line)] if match]
+    return [
+        int(match.group(1)) for line in lines for match in [PID.search(line)] if match
+    ]
 
 
 def test_timeout_kills_the_whole_process_group():
     # Two children that would work for 60 s; the run may take 6 s in all.
     with pytest.raises(WorkerError, match="timed out after 6 s") as caught:
-        quiet_run("workers.start_join", "join", "--processes", "2", "--step", "30", timeout=6)
+        quiet_run(
+            "workers.start_join", "join", "--processes", "2", "--step", "30", timeout=6
+        )
     result = caught.value.result
     assert result.timed_out and result.returncode is None
     pids = child_pids(result.output.splitlines())
@@ -43,7 +47,9 @@ def test_interrupt_cleans_up_every_process():
         "from workers.runner import run\n"
         "run('workers.start_join', 'join', '--processes', '2', '--step', '30', timeout=120)\n"
     )
-    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    caller = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
     seen, pids = [], []
     deadline = time.time() + 60
     while len(pids) < 2 and time.time() < deadline:
@@ -64,7 +70,9 @@ def test_two_runs_at_once_get_different_ports():
     results = {}
 
     def one(name):
-        results[name] = quiet_run("echo_env", "1.5", events=False, env={"PYTHONPATH": TESTS})
+        results[name] = quiet_run(
+            "echo_env", "1.5", events=False, env={"PYTHONPATH": TESTS}
+        )
 
     threads = [threading.Thread(target=one, args=(name,)) for name in ("a", "b")]
     for thread in threads:
@@ -85,20 +93,36 @@ def test_a_failing_child_surfaces_its_message():
         quiet_run("workers.start_join", "fail")
     message = str(caught.value)
     assert "exited with code 1, expected 0" in message
-    assert "ValueError: rank 2 failed on purpose" in message  # the child's own traceback line
+    assert (
+        "ValueError: rank 2 failed on purpose" in message
+    )  # the child's own traceback line
 
 
 def test_an_expected_failure_is_checked_exactly():
-    result = quiet_run("workers.start_join", "fail", expect_returncode=1, expect_output=r"rank 2 failed on purpose")
+    result = quiet_run(
+        "workers.start_join",
+        "fail",
+        expect_returncode=1,
+        expect_output=r"rank 2 failed on purpose",
+    )
     assert result.returncode == 1
     with pytest.raises(WorkerError, match="expected output matching"):
-        quiet_run("workers.start_join", "fail", expect_returncode=1, expect_output=r"no such message")
+        quiet_run(
+            "workers.start_join",
+            "fail",
+            expect_returncode=1,
+            expect_output=r"no such message",
+        )
 
 
 def test_lines_are_sorted_by_rank_and_events_are_read_back():
-    result = quiet_run("workers.start_join", "join", "--processes", "2", "--step", "0.2")
+    result = quiet_run(
+        "workers.start_join", "join", "--processes", "2", "--step", "0.2"
+    )
     assert result.ranks == [0, 1]
     assert result.lines_of(0)[-1] == "finished" and result.lines_of(1)[-1] == "finished"
     assert result.lines_of("main")[-1].startswith("every child has exited")
     assert {event["rank"] for event in result.events} == {"main", 0, 1}
-    assert [event["t"] for event in result.events] == sorted(event["t"] for event in result.events)
+    assert [event["t"] for event in result.events] == sorted(
+        event["t"] for event in result.events
+    )

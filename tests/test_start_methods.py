@@ -17,15 +17,37 @@ def startup_costs(result) -> dict[str, list[float]]:
 
 
 def test_fork_starts_faster_than_spawn():
-    costs = startup_costs(quiet_run("workers.start_methods", "startup", "--methods", "fork", "spawn", "--processes", "2"))
-    assert set(costs) == {"fork", "spawn"} and all(len(values) == 2 for values in costs.values())
+    costs = startup_costs(
+        quiet_run(
+            "workers.start_methods",
+            "startup",
+            "--methods",
+            "fork",
+            "spawn",
+            "--processes",
+            "2",
+        )
+    )
+    assert set(costs) == {"fork", "spawn"} and all(
+        len(values) == 2 for values in costs.values()
+    )
     # spawn imports PyTorch in every child; fork copies a parent that already has it.
     assert statistics.median(costs["spawn"]) > 5 * statistics.median(costs["fork"])
 
 
 def test_forkserver_preload_makes_later_starts_cheap():
-    costs = startup_costs(quiet_run("workers.start_methods", "startup", "--methods", "forkserver",
-                                    "--processes", "3", "--forkserver-preload", "torch"))
+    costs = startup_costs(
+        quiet_run(
+            "workers.start_methods",
+            "startup",
+            "--methods",
+            "forkserver",
+            "--processes",
+            "3",
+            "--forkserver-preload",
+            "torch",
+        )
+    )
     first, *later = costs["forkserver, preload torch"]
     assert max(later) * 5 < first  # the first start pays for the server and its imports
 
@@ -34,11 +56,15 @@ def test_only_a_forked_child_sees_the_parents_change():
     result = quiet_run("workers.start_methods", "inherit")
     assert "a value the parent set at run time" in result.lines_of(0)[0]  # fork
     assert "the value written in the module's source" in result.lines_of(1)[0]  # spawn
-    assert "the value written in the module's source" in result.lines_of(2)[0]  # forkserver
+    assert (
+        "the value written in the module's source" in result.lines_of(2)[0]
+    )  # forkserver
 
 
 def test_missing_main_guard_fails_in_the_child():
-    result = quiet_run("workers.start_methods_unguarded", events=False, expect_returncode=1)
+    result = quiet_run(
+        "workers.start_methods_unguarded", events=False, expect_returncode=1
+    )
     assert "finished its bootstrapping phase" in result.output
     assert "the child exited with code 1" in result.output
 
@@ -51,9 +77,15 @@ def test_context_can_be_set_once():
 
 
 def test_fork_with_a_held_lock_deadlocks_only_under_fork():
-    result = quiet_run("workers.start_methods", "fork-with-threads", "--deadlock-after", "1")
+    result = quiet_run(
+        "workers.start_methods", "fork-with-threads", "--deadlock-after", "1"
+    )
     verdicts = {event["method"]: event["event"] for event in result.events}
-    assert verdicts == {"fork": "deadlocked", "spawn": "finished", "forkserver": "finished"}
+    assert verdicts == {
+        "fork": "deadlocked",
+        "spawn": "finished",
+        "forkserver": "finished",
+    }
     assert result.lines_of(0) == ["fork       child: taking LOCK ..."]  # never took it
 
 
@@ -70,7 +102,9 @@ def test_cuda_fork_without_a_gpu_says_so():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_fork_fails_only_under_fork():
     result = quiet_run("workers.start_methods", "cuda-fork")
-    assert "Cannot re-initialize CUDA in forked subprocess" in " ".join(result.lines_of(0))
+    assert "Cannot re-initialize CUDA in forked subprocess" in " ".join(
+        result.lines_of(0)
+    )
     assert "CUDA works" in " ".join(result.lines_of(1))
 
 

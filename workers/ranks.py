@@ -46,10 +46,17 @@ class Events:
     def __init__(self, path: str | None):
         self.path = path
 
-    def emit(self, rank: int | str, event: str, t: float | None = None, **fields) -> None:
+    def emit(
+        self, rank: int | str, event: str, t: float | None = None, **fields
+    ) -> None:
         if not self.path:
             return
-        record = {"rank": rank, "t": time.time() if t is None else t, "event": event, **fields}
+        record = {
+            "rank": rank,
+            "t": time.time() if t is None else t,
+            "event": event,
+            **fields,
+        }
         line = (json.dumps(record) + "\n").encode()
         # O_APPEND + one write: records from concurrent processes stay whole.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -78,7 +85,9 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, got {text!r}"
+        ) from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -97,7 +106,9 @@ def positive_float(text: str) -> float:
 
 def add_common_options(parser: argparse.ArgumentParser, timeout: float) -> None:
     """The options every worker shares: ``--events PATH`` and ``--timeout SECONDS``."""
-    parser.add_argument("--events", metavar="PATH", help="append one JSON event per line to PATH")
+    parser.add_argument(
+        "--events", metavar="PATH", help="append one JSON event per line to PATH"
+    )
     parser.add_argument(
         "--timeout",
         type=positive_float,

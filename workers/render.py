@@ -32,7 +32,7 @@ def source_colour(source: str | int) -> str:
     return MAIN_COLOUR if source == "main" else UNLABELLED_COLOUR
 
 
-def rank_output_html(result: "RunResult", title: str | None = None) -> str:
+def rank_output_html(result: RunResult, title: str | None = None) -> str:
     """Every line in the order it arrived, each with its source's coloured label and its time.
 
     Inline styles only, so the block looks the same in the book, in a downloaded notebook and
@@ -81,7 +81,9 @@ def _row_key(rank) -> tuple:
     return (0, 0) if rank == "main" else (1, rank)
 
 
-def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = None) -> "Figure":
+def timeline(
+    events: list[dict], title: str = "", ax=None, t0: float | None = None
+) -> Figure:
     """A Gantt chart: one row per rank (``main`` on top), spans as bars, instants as markers.
 
     An event with ``t_end`` is a span from ``t`` to ``t_end``; one without is an instant.
@@ -109,11 +111,27 @@ def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = No
         label = None if name in labelled else name
         labelled.add(name)
         if "t_end" in event:
-            ax.barh(y, event["t_end"] - event["t"], left=event["t"] - t0, height=0.5,
-                    color=colour_of[name], edgecolor="black", linewidth=0.4, label=label)
+            ax.barh(
+                y,
+                event["t_end"] - event["t"],
+                left=event["t"] - t0,
+                height=0.5,
+                color=colour_of[name],
+                edgecolor="black",
+                linewidth=0.4,
+                label=label,
+            )
         else:
-            ax.plot(event["t"] - t0, y, marker="v", markersize=8, linestyle="none",
-                    color=colour_of[name], markeredgecolor="black", label=label)
+            ax.plot(
+                event["t"] - t0,
+                y,
+                marker="v",
+                markersize=8,
+                linestyle="none",
+                color=colour_of[name],
+                markeredgecolor="black",
+                label=label,
+            )
     ax.set_yticks(range(len(rows)), [r if r == "main" else f"rank {r}" for r in rows])
     for tick, rank in zip(ax.get_yticklabels(), rows):
         tick.set_color(source_colour(rank if rank != "main" else "main"))
@@ -121,7 +139,12 @@ def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = No
     ax.set_xlabel("seconds since the first event")
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28 if len(rows) < 4 else -0.18),
-              ncol=min(len(names), 4), frameon=False, fontsize="small")
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.28 if len(rows) < 4 else -0.18),
+        ncol=min(len(names), 4),
+        frameon=False,
+        fontsize="small",
+    )
     fig.tight_layout()
     return fig

@@ -40,7 +40,7 @@ _TAIL = 25  # lines of output quoted in an error, and shown live in a notebook
 class WorkerError(RuntimeError):
     """A worker run did not end as its caller said it would. ``.result`` holds what it did."""
 
-    def __init__(self, message: str, result: "RunResult"):
+    def __init__(self, message: str, result: RunResult):
         super().__init__(message)
         self.result = result
 
@@ -70,7 +70,10 @@ class RunResult:
 
     @property
     def output(self) -> str:
-        return "\n".join(line.text if not line.source else f"[{line.source}] {line.text}" for line in self.lines)
+        return "\n".join(
+            line.text if not line.source else f"[{line.source}] {line.text}"
+            for line in self.lines
+        )
 
     @property
     def ranks(self) -> list[int]:
@@ -93,7 +96,9 @@ class RunResult:
         return rank_output_html(self)
 
 
-_handed_out: list[int] = []  # recent ports, so two runs started together never share one
+_handed_out: list[
+    int
+] = []  # recent ports, so two runs started together never share one
 _handed_out_lock = threading.Lock()
 
 
@@ -132,7 +137,12 @@ def run(
         handle, events_file = tempfile.mkstemp(prefix="events-", suffix=".jsonl")
         os.close(handle)
         command += ["--events", events_file]
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    child_env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
     child_env.update(env or {})
     display = _LiveDisplay(title or _short(command, events_file), stream)
 
@@ -147,7 +157,9 @@ def run(
     )
     lines: list[Line] = []
     received: queue.Queue = queue.Queue()
-    reader = threading.Thread(target=_read_lines, args=(process.stdout, received), daemon=True)
+    reader = threading.Thread(
+        target=_read_lines, args=(process.stdout, received), daemon=True
+    )
     reader.start()
     timed_out = False
     try:
@@ -164,10 +176,15 @@ def run(
                     leader_exited_at = time.time()
                 # The pipe stays open while anything the child left behind holds it; once the
                 # child itself has exited, a short quiet spell ends the run (leftovers are killed).
-                if leader_exited_at is not None and time.time() - leader_exited_at > 1.0:
+                if (
+                    leader_exited_at is not None
+                    and time.time() - leader_exited_at > 1.0
+                ):
                     break
                 continue
-            if raw is None:  # end of output: the child and all its descendants closed the pipe
+            if (
+                raw is None
+            ):  # end of output: the child and all its descendants closed the pipe
                 break
             _record(raw, start, lines, display)
     finally:
@@ -196,16 +213,30 @@ def run(
     return result
 
 
-def _check(result: RunResult, module: str, timeout: float, expect_returncode: int, expect_output: str | None) -> None:
+def _check(
+    result: RunResult,
+    module: str,
+    timeout: float,
+    expect_returncode: int,
+    expect_output: str | None,
+) -> None:
     if result.timed_out:
-        raise WorkerError(f"{module} timed out after {timeout:g} s and was killed; last lines:\n{result.tail()}", result)
+        raise WorkerError(
+            f"{module} timed out after {timeout:g} s and was killed; last lines:\n{result.tail()}",
+            result,
+        )
     if result.returncode != expect_returncode:
         raise WorkerError(
             f"{module} exited with code {result.returncode}, expected {expect_returncode}; last lines:\n{result.tail()}",
             result,
         )
-    if expect_output is not None and not re.search(expect_output, result.output, re.MULTILINE):
-        raise WorkerError(f"{module}: expected output matching {expect_output!r}; last lines:\n{result.tail()}", result)
+    if expect_output is not None and not re.search(
+        expect_output, result.output, re.MULTILINE
+    ):
+        raise WorkerError(
+            f"{module}: expected output matching {expect_output!r}; last lines:\n{result.tail()}",
+            result,
+        )
 
 
 def _read_lines(pipe, received: queue.Queue) -> None:
@@ -214,7 +245,7 @@ def _read_lines(pipe, received: queue.Queue) -> None:
     received.put(None)
 
 
-def _record(raw: str, start: float, lines: list[Line], display: "_LiveDisplay") -> None:
+def _record(raw: str, start: float, lines: list[Line], display: _LiveDisplay) -> None:
     line = _parse(raw, time.time() - start)
     lines.append(line)
     display.add(line)
@@ -292,7 +323,9 @@ class _LiveDisplay:
             print(text, flush=True)
             return
         self.recent = (self.recent + [text])[-_TAIL:]
-        if time.time() - self.last_update > 0.3:  # throttle updates of the notebook display
+        if (
+            time.time() - self.last_update > 0.3
+        ):  # throttle updates of the notebook display
             self.last_update = time.time()
             from IPython.display import HTML
 
@@ -321,7 +354,7 @@ class capture_child_output:
     them. Inside the block both point to a temporary file; ``.text`` holds what was written.
     """
 
-    def __enter__(self) -> "capture_child_output":
+    def __enter__(self) -> capture_child_output:
         self._file = tempfile.TemporaryFile(mode="w+b")
         sys.stdout.flush()
         sys.stderr.flush()

@@ -7,9 +7,9 @@
     python -m workers.start_methods queue-threads
     python -m workers.start_methods cuda-fork        (needs a CUDA GPU)
 
-fork copies the running parent; spawn starts a fresh interpreter that imports this module and
-unpickles its target; forkserver starts one fresh server process once and forks every child
-from it.
+fork copies the running parent; spawn starts a fresh interpreter that imports this
+module and unpickles its target; forkserver starts one fresh server process once and
+forks every child from it.
 """
 
 from __future__ import annotations
@@ -22,12 +22,22 @@ import time
 import torch
 import torch.multiprocessing as mp
 
-from workers.ranks import Events, Parser, add_common_options, fail, open_events, positive_float, positive_int, say, say_main
+from workers.ranks import (
+    Events,
+    Parser,
+    add_common_options,
+    fail,
+    open_events,
+    positive_float,
+    positive_int,
+    say,
+    say_main,
+)
 
 ALL_METHODS = mp.get_all_start_methods()  # ['fork', 'spawn', 'forkserver'] on Linux
 
 
-# --- startup: what one process costs to start -------------------------------------------------
+# --- startup: what one process costs to start -----------------------------------------
 
 
 def report_started(rank: int, started_queue) -> None:
@@ -40,23 +50,29 @@ def demo_startup(args, events: Events) -> int:
         ctx = mp.get_context(method)
         label = method
         if method == "forkserver" and args.forkserver_preload:
-            # The server imports these once; every child forked from it has them already.
+            # The server imports these once; every child forked from it has them.
             ctx.set_forkserver_preload(args.forkserver_preload)
             label = f"forkserver, preload {','.join(args.forkserver_preload)}"
         started_queue = ctx.SimpleQueue()
         costs = []
-        for rank in range(args.processes):  # one at a time, so each start is measured alone
+        for rank in range(
+            args.processes
+        ):  # one at a time, so each start is measured alone
             child = ctx.Process(target=report_started, args=(rank, started_queue))
             asked = time.time()
             child.start()
             child.join(timeout=args.timeout)
             if child.is_alive() or child.exitcode != 0:
                 child.kill()
-                say_main(f"{label}: child {rank} did not report within {args.timeout:g} s")
+                say_main(
+                    f"{label}: child {rank} did not report within {args.timeout:g} s"
+                )
                 return 1
             _, began = started_queue.get()
             costs.append(began - asked)
-            events.emit("main", "start-up", t=asked, t_end=began, method=label, process=rank)
+            events.emit(
+                "main", "start-up", t=asked, t_end=began, method=label, process=rank
+            )
         say_main(
             f"{label:<10} start-up per process: "
             + ", ".join(f"{cost * 1000:.0f}" for cost in costs)
@@ -67,10 +83,13 @@ def demo_startup(args, events: Events) -> int:
 
 def greet() -> None:
     """A target that a spawned child can find: it lives in an importable module."""
-    say(0, "hello from workers.start_methods.greet, found by name in an importable module")
+    say(
+        0,
+        "hello from workers.start_methods.greet, found by name in an importable module",
+    )
 
 
-# --- inherit: what a child sees of its parent's state ----------------------------------------
+# --- inherit: what a child sees of its parent's state ---------------------------------
 
 SETTING = "the value written in the module's source"
 
@@ -93,15 +112,19 @@ def demo_inherit(args, events: Events) -> int:
     return 0
 
 
-# --- context: the global start method against a context object --------------------------------
+# --- context: the global start method against a context object ------------------------
 
 
 def demo_context(args, events: Events) -> int:
-    # get_all_start_methods() lists the default first; get_context() would fix it as a side effect.
-    say_main(f"Python {sys.version.split()[0]} on {sys.platform}: the default start method is {ALL_METHODS[0]!r}")
-    say_main(f"get_start_method(allow_none=True) = {mp.get_start_method(allow_none=True)!r}: nothing is set yet")
+    # get_all_start_methods() lists the default first (get_context() would fix it).
+    version = sys.version.split()[0]
+    say_main(f"Python {version} on {sys.platform}: the default is {ALL_METHODS[0]!r}")
+    current = mp.get_start_method(allow_none=True)
+    say_main(f"get_start_method(allow_none=True) = {current!r}: nothing is set yet")
     mp.set_start_method("spawn")
-    say_main(f"set_start_method('spawn') -> get_start_method() = {mp.get_start_method()!r}")
+    say_main(
+        f"set_start_method('spawn') -> get_start_method() = {mp.get_start_method()!r}"
+    )
     try:
         mp.set_start_method("forkserver")
     except RuntimeError as error:
@@ -109,11 +132,14 @@ def demo_context(args, events: Events) -> int:
     mp.set_start_method("forkserver", force=True)
     say_main(f"set_start_method('forkserver', force=True) -> {mp.get_start_method()!r}")
     ctx = mp.get_context("fork")
-    say_main(f"get_context('fork') -> a {type(ctx).__name__}; the global method is still {mp.get_start_method()!r}")
+    global_method = mp.get_start_method()
+    say_main(
+        f"get_context('fork') -> {type(ctx).__name__}; global still {global_method!r}"
+    )
     return 0
 
 
-# --- fork-with-threads: a lock held by another thread at the moment of fork -------------------
+# --- fork-with-threads: a lock held by another thread at the moment of fork -----------
 
 LOCK = threading.Lock()
 
@@ -133,7 +159,7 @@ def take_lock(rank: int, method: str, trying) -> None:
 
 def demo_fork_with_threads(args, events: Events) -> int:
     holding = threading.Event()
-    # A background thread holds the lock the whole time, as a logging or I/O thread might.
+    # A background thread holds the lock the whole time, as an I/O thread might.
     threading.Thread(target=hold_lock, args=(holding, 1000), daemon=True).start()
     holding.wait()
     say_main("a background thread now holds LOCK; starting one child per method")
@@ -142,13 +168,16 @@ def demo_fork_with_threads(args, events: Events) -> int:
         trying = ctx.Event()
         child = ctx.Process(target=take_lock, args=(rank, method, trying))
         child.start()
-        trying.wait(timeout=args.timeout)  # start-up (slow under spawn) is not the deadlock
+        trying.wait(
+            timeout=args.timeout
+        )  # start-up (slow under spawn) is not the deadlock
         begin = time.time()
         child.join(timeout=args.deadlock_after)
         if child.is_alive():
             child.kill()
             child.join()
-            say_main(f"{method:<10} child still waiting after {args.deadlock_after:g} s: deadlocked, killed it")
+            waited = args.deadlock_after
+            say_main(f"{method:<10} child still waiting after {waited:g} s: deadlocked")
             verdict = "deadlocked"
         else:
             say_main(f"{method:<10} child exited with code {child.exitcode}")
@@ -157,7 +186,7 @@ def demo_fork_with_threads(args, events: Events) -> int:
     return 0
 
 
-# --- queue-threads: which queues start a background thread ------------------------------------
+# --- queue-threads: which queues start a background thread ----------------------------
 
 
 def demo_queue_threads(args, events: Events) -> int:
@@ -173,13 +202,17 @@ def demo_queue_threads(args, events: Events) -> int:
     return 0
 
 
-# --- cuda-fork: CUDA initialised in the parent, then fork -------------------------------------
+# --- cuda-fork: CUDA initialised in the parent, then fork -----------------------------
 
 
 def use_cuda(rank: int, method: str) -> None:
     try:
         value = torch.ones(1, device="cuda") * 2
-        say(rank, f"{method:<10} child: CUDA works, got {value.item():g} from {torch.cuda.get_device_name()}")
+        say(
+            rank,
+            f"{method:<10} child: CUDA works, got {value.item():g} "
+            f"from {torch.cuda.get_device_name()}",
+        )
     except RuntimeError as error:
         say(rank, f"{method:<10} child: RuntimeError: {error}")
         sys.exit(1)
@@ -211,16 +244,38 @@ DEMOS = {
 
 
 def parse_args(argv=None):
-    parser = Parser(prog="python -m workers.start_methods", description=__doc__.split("\n\n")[0])
+    parser = Parser(
+        prog="python -m workers.start_methods", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("demo", choices=DEMOS, help="which behaviour to show")
-    parser.add_argument("--methods", nargs="+", choices=ALL_METHODS, default=ALL_METHODS, metavar="METHOD",
-                        help=f"start methods to compare, from {ALL_METHODS} (default: all)")
-    parser.add_argument("--processes", type=positive_int, default=3,
-                        help="processes started per method by 'startup' (default 3)")
-    parser.add_argument("--deadlock-after", type=positive_float, default=2.0, metavar="SECONDS",
-                        help="fork-with-threads: a child still waiting for the lock this long is deadlocked")
-    parser.add_argument("--forkserver-preload", nargs="+", default=[], metavar="MODULE",
-                        help="startup: modules the forkserver imports once, e.g. torch")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=ALL_METHODS,
+        default=ALL_METHODS,
+        metavar="METHOD",
+        help=f"start methods to compare, from {ALL_METHODS} (default: all)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=positive_int,
+        default=3,
+        help="processes started per method by 'startup' (default 3)",
+    )
+    parser.add_argument(
+        "--deadlock-after",
+        type=positive_float,
+        default=2.0,
+        metavar="SECONDS",
+        help="fork-with-threads: a child still waiting for the lock this long is deadlocked",
+    )
+    parser.add_argument(
+        "--forkserver-preload",
+        nargs="+",
+        default=[],
+        metavar="MODULE",
+        help="startup: modules the forkserver imports once, e.g. torch",
+    )
     add_common_options(parser, timeout=30)
     return parser.parse_args(argv)
 
