@@ -14,8 +14,9 @@ from bs4 import BeautifulSoup
 from conftest import ROOT
 
 JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
-CHAPTERS = ["start_join", "start_methods"]
+CHAPTERS = ["start_join", "start_methods", "init_methods"]
 CHAPTER_SECONDS = 60  # the budget of one chapter on a 2-core machine
+USUAL_TORCH_IMPORT_SECONDS = 2.0  # on that machine, measured when it is not busy
 
 
 def build(source: Path, output: Path) -> tuple[subprocess.CompletedProcess, float]:
@@ -56,19 +57,39 @@ def page(html_dir: Path, name: str) -> BeautifulSoup:
     )
 
 
+def torch_import_seconds() -> float:
+    """How long ``import torch`` takes right now: the unit most of a chapter's time is made of."""
+    start = time.time()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True, timeout=120)
+    return time.time() - start
+
+
 @pytest.mark.book
 def test_every_chapter_ran_within_its_budget(built_book):
+    """Under a minute per chapter on a 2-core machine at its usual speed.
+
+    Most of a chapter's time is processes importing PyTorch, and on a shared machine that
+    import sometimes takes twice as long as usual. The budget grows with the import time
+    measured here, beyond its usual 2 s, so a slow moment is not mistaken for a slow chapter.
+    """
     _, log = built_book
     seconds = dict(
         re.findall(r"book/(\w+)\.md: Executed notebook in ([\d.]+) seconds", log)
     )
     assert sorted(seconds) == sorted(CHAPTERS), seconds
+    budget = CHAPTER_SECONDS * max(
+        1.0, torch_import_seconds() / USUAL_TORCH_IMPORT_SECONDS
+    )
     for chapter, value in seconds.items():
-        assert float(value) < CHAPTER_SECONDS, f"{chapter} took {value} s"
+        assert float(value) < budget, (
+            f"{chapter} took {value} s (budget {budget:.0f} s)"
+        )
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("chapter, blocks", [("start_join", 6), ("start_methods", 7)])
+@pytest.mark.parametrize(
+    "chapter, blocks", [("start_join", 6), ("start_methods", 7), ("init_methods", 7)]
+)
 def test_chapters_show_rank_output_and_plots(built_book, chapter, blocks):
     html_dir, _ = built_book
     soup = page(html_dir, chapter)

@@ -127,3 +127,55 @@ def open_events(path: str | None) -> Events:
         except OSError as error:
             fail(f"cannot write the events file {path}: {error.strerror}")
     return Events(path)
+
+
+def from_torchrun() -> tuple[int, int] | None:
+    """``(rank, world_size)`` when this process was started by torchrun, else None.
+
+    torchrun (and any launcher that follows its contract) sets RANK, LOCAL_RANK and
+    WORLD_SIZE for every process it starts, with MASTER_ADDR and MASTER_PORT of its store.
+    """
+    if "RANK" in os.environ and "LOCAL_RANK" in os.environ:
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def launch(rank_fn, args: tuple, world_size: int, timeout: float) -> int:
+    """Run ``rank_fn(rank, *args)`` in ``world_size`` new processes and wait for them all.
+
+    The processes come from a forkserver that has imported torch once, so even eight ranks
+    start in a fraction of a second (the start-methods chapter measures why). Returns 0 when
+    every rank exited with 0. When one fails, the others are stopped and 1 is returned; so
+    they are when they outlive ``timeout``. Either way one line says what happened.
+    """
+    import torch.multiprocessing as mp
+
+    mp.get_context("forkserver").set_forkserver_preload(["torch", "torch.distributed"])
+    ranks = mp.start_processes(
+        rank_fn, args=args, nprocs=world_size, join=False, start_method="forkserver"
+    )
+    deadline = time.time() + timeout
+    try:
+        while not ranks.join(timeout=0.2):
+            if time.time() > deadline:
+                say_main(f"ranks still running after {timeout:g} s: stopping them all")
+                for process in ranks.processes:
+                    process.kill()
+                return 1
+    except mp.ProcessExitedException as error:  # start_processes stopped the others
+        how = (
+            f"signal {error.signal_name}"
+            if error.signal_name
+            else f"code {error.exit_code}"
+        )
+        say_main(
+            f"rank {error.error_index} exited with {how}; the other ranks were stopped"
+        )
+        return 1
+    except mp.ProcessRaisedException as error:
+        last = str(error).strip().splitlines()[-1]
+        say_main(
+            f"rank {error.error_index} raised {last}; the other ranks were stopped"
+        )
+        return 1
+    return 0
