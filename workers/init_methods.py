@@ -245,12 +245,20 @@ def demo_leftover_file(args, events: Events) -> int:
     say_main(f"job 1 uses {path}; rank 1 is killed before it can clean up")
     launch(crash_after_joining, (path, args.timeout), 2, timeout=args.timeout + 10)
     say_main(f"after job 1: the file exists: {os.path.exists(path)}")
-    say_main("job 2 reuses the same path")
-    second = run_job(args, events, method="file", world_size=2, path=path)
+    say_main("job 2 reuses the same path; its rank 1 starts a second after rank 0")
+    job = (2, "file", args.store, args.address, args.port, path, args.timeout, events)
+    second = launch(join_late, (1.0, *job), 2, timeout=args.timeout + 10)
     say_main(f"job 2 exited with {second}")
     os.remove(path)
     say_main("deleted the file; job 3 uses the same path again")
     return run_job(args, events, method="file", world_size=2, path=path)
+
+
+def join_late(rank, delay, *job) -> None:
+    """join_group, with rank 1 arriving ``delay`` seconds late, as ranks often do."""
+    if rank == 1:
+        time.sleep(delay)
+    join_group(rank, *job)
 
 
 def crash_after_joining(rank, path, timeout) -> None:

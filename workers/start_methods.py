@@ -150,10 +150,11 @@ def hold_lock(holding: threading.Event, seconds: float) -> None:
         time.sleep(seconds)
 
 
-def take_lock(rank: int, method: str, trying) -> None:
+def take_lock(rank: int, method: str, trying, took) -> None:
     say(rank, f"{method:<10} child: taking LOCK ...")
     trying.set()
     with LOCK:
+        took.set()
         say(rank, f"{method:<10} child: took LOCK")
 
 
@@ -165,23 +166,25 @@ def demo_fork_with_threads(args, events: Events) -> int:
     say_main("a background thread now holds LOCK; starting one child per method")
     for rank, method in enumerate(args.methods):
         ctx = mp.get_context(method)
-        trying = ctx.Event()
-        child = ctx.Process(target=take_lock, args=(rank, method, trying))
+        trying, took = ctx.Event(), ctx.Event()
+        child = ctx.Process(target=take_lock, args=(rank, method, trying, took))
         child.start()
         trying.wait(
             timeout=args.timeout
-        )  # start-up (slow under spawn) is not the deadlock
+        )  # start-up (slow under spawn) is not a deadlock
         begin = time.time()
-        child.join(timeout=args.deadlock_after)
-        if child.is_alive():
+        if took.wait(timeout=args.deadlock_after):
+            child.join(timeout=args.timeout)
+            say_main(
+                f"{method:<10} child took the lock and exited with code {child.exitcode}"
+            )
+            verdict = "finished"
+        else:
             child.kill()
             child.join()
             waited = args.deadlock_after
             say_main(f"{method:<10} child still waiting after {waited:g} s: deadlocked")
             verdict = "deadlocked"
-        else:
-            say_main(f"{method:<10} child exited with code {child.exitcode}")
-            verdict = "finished"
         events.emit("main", verdict, t=begin, t_end=time.time(), method=method)
     return 0
 
