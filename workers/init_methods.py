@@ -16,6 +16,7 @@ ends in the same place, a key-value store that all ranks can reach.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -242,7 +243,7 @@ def demo_port_in_use(args, events: Events) -> int:
 def demo_leftover_file(args, events: Events) -> int:
     """A job that dies leaves its rendezvous file; the next job to reuse the path fails."""
     path = args.file
-    say_main(f"job 1 uses {path}; rank 1 is killed before it can clean up")
+    say_main(f"job 1 uses {path}; its ranks are killed before they can clean up")
     launch(crash_after_joining, (path, args.timeout), 2, timeout=args.timeout + 10)
     say_main(f"after job 1: the file exists: {os.path.exists(path)}")
     say_main("job 2 reuses the same path; its rank 1 starts a second after rank 0")
@@ -262,16 +263,16 @@ def join_late(rank, delay, *job) -> None:
 
 
 def crash_after_joining(rank, path, timeout) -> None:
+    """Join, then die without clean-up, as a job killed by its scheduler or by OOM does."""
     wait = timedelta(seconds=timeout)
     dist.init_process_group(
         "gloo", init_method=f"file://{path}", rank=rank, world_size=2, timeout=wait
     )
-    dist.barrier()
-    say(rank, "joined" + ("; now killed with SIGKILL" if rank == 1 else ""))
-    if rank == 1:
-        os.kill(os.getpid(), 9)  # no destroy_process_group, no clean-up: like a crash
-    time.sleep(1)  # rank 0 lives on briefly and exits normally
-    os._exit(0)
+    dist.barrier()  # both ranks have joined and written their keys
+    say(rank, "joined; now killed with SIGKILL")
+    os.kill(
+        os.getpid(), signal.SIGKILL
+    )  # no destroy_process_group, no FileStore clean-up
 
 
 def demo_benchmark(args, events: Events) -> int:
