@@ -37,6 +37,7 @@ from workers.ranks import (
     say,
     say_main,
 )
+from workers.runner import free_port
 
 METHODS = ["env", "tcp", "file", "store"]
 ENV_VARIABLES = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"]
@@ -287,12 +288,6 @@ def demo_benchmark(args, events: Events) -> int:
             if code:
                 return code
     return 0
-
-
-def free_port(address: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((address, 0))
-        return probe.getsockname()[1]
 
 
 DEMOS = {

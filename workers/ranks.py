@@ -179,3 +179,33 @@ def launch(rank_fn, args: tuple, world_size: int, timeout: float) -> int:
         )
         return 1
     return 0
+
+
+def pick_backend(requested: str, local_ranks: int) -> str:
+    """``auto``: nccl when every rank on this machine can have a GPU of its own, else gloo.
+
+    Asking for nccl without enough GPUs ends the worker with one line saying so.
+    """
+    import torch
+    import torch.distributed as dist
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    nccl_possible = dist.is_nccl_available() and gpus >= local_ranks
+    if requested == "auto":
+        return "nccl" if nccl_possible else "gloo"
+    if requested == "nccl" and not nccl_possible:
+        fail(
+            f"--backend nccl needs one GPU per rank: {local_ranks} ranks here, {gpus} GPUs visible"
+        )
+    return requested
+
+
+def rank_device(backend: str, local_rank: int):
+    """The device a rank's tensors live on: its own GPU under nccl, else the CPU."""
+    import torch
+
+    if backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)  # before any collective: one GPU per rank
+        return device
+    return torch.device("cpu")

@@ -148,3 +148,54 @@ def timeline(
     )
     fig.tight_layout()
     return fig
+
+
+def origin_rank(value, world_size: int) -> int | None:
+    """Which rank's start value this is (rank r starts with 10(r+1), 10(r+1)+1, ...), if any."""
+    if not isinstance(value, (int, float)) or value != int(value):
+        return None
+    rank, offset = divmod(int(value), 10)
+    return rank - 1 if 1 <= rank <= world_size and offset < world_size else None
+
+
+def before_after(
+    records: list[dict], title: str, ax_before, ax_after, world_size: int
+) -> None:
+    """Draw every rank's tensor before and after one collective, one row per rank.
+
+    A value still coloured like a rank came from that rank unchanged; a grey value was
+    computed (a sum, a product, ...). An empty row had nothing (or nothing defined).
+    """
+    # one cell width for both panels, so a value takes the same space before and after
+    width = max(
+        [len(r[key] or []) for r in records for key in ("before", "after")] + [1]
+    )
+    for ax, key in ((ax_before, "before"), (ax_after, "after")):
+        for record in records:
+            y = record["rank"]
+            values = record[key]
+            if values is None:
+                ax.text(0, y, "(unspecified)", va="center", fontsize=8, alpha=0.6)
+                continue
+            for i, value in enumerate(values):
+                origin = origin_rank(value, world_size)
+                colour = source_colour(origin) if origin is not None else "#bbbbbb"
+                ax.add_patch(_cell(i, y, colour))
+                ax.text(i + 0.5, y, f"{value:g}", ha="center", va="center", fontsize=8,
+                        color="white" if origin is not None else "black")  # fmt: skip
+        ax.set_xlim(0, width)
+        ax.set_ylim(world_size - 0.5, -0.5)
+        ax.set_yticks(
+            range(world_size), [f"rank {r}" for r in range(world_size)], fontsize=8
+        )
+        ax.set_xticks([])
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+    ax_before.set_title(f"{title}: before", fontsize=9, loc="left")
+    ax_after.set_title("after", fontsize=9, loc="left")
+
+
+def _cell(x: float, y: float, colour: str):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x + 0.04, y - 0.4), 0.92, 0.8, color=colour)
