@@ -133,9 +133,8 @@ def test_bandwidth_sweep_reports_every_size():
         "--trials",
         "2",
     )
-    rows = by_rank(result, "bandwidth")  # the last size per rank; check all of rank 0's
     rank0 = [e for e in result.events_named("bandwidth") if e["rank"] == 0]
-    assert [e["size"] for e in rank0] == [int(s) for s in sizes] and rows
+    assert [e["size"] for e in rank0] == [int(s) for s in sizes]
     for e in rank0:
         assert e["algbw"] == pytest.approx(e["size"] / e["seconds"])
         assert e["busbw"] == pytest.approx(e["algbw"] * 2 * (2 - 1) / 2)
@@ -177,3 +176,15 @@ def test_nccl_without_enough_gpus_says_so():
 )
 def test_bad_input_gets_one_clear_line(args, fragments):
     assert_one_line_error(cli("workers.collectives", *args), *fragments)
+
+
+def test_eight_ranks():
+    result = quiet_run("workers.collectives", "collectives", "--world-size", "8")
+    expected = [sum(10.0 * (r + 1) + i for r in range(8)) for i in range(8)]
+    sums = by_rank(result, "all_reduce", op="SUM")
+    assert sorted(sums) == list(range(8)) and all(
+        e["after"] == expected for e in sums.values()
+    )
+    assert by_rank(result, "all_to_all")[7]["after"] == [
+        10.0 * (s + 1) + 7 for s in range(8)
+    ]
