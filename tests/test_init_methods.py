@@ -86,11 +86,11 @@ def test_a_leftover_file_stays_and_a_fresh_one_works():
     result = quiet_run("workers.init_methods", "leftover-file", "--timeout", "5")
     main = result.lines_of("main")
     assert "after job 1: the file exists: True" in main
-    # Job 2 reuses the stale file: it usually fails (a dead rank's address), but may win
-    # the race; either way it ends within its timeout. Job 3 on a clean path always works.
+    # Job 2 reuses the stale file: it may fail (a dead rank's address, or a timeout) or win
+    # the race; either way it ends, and a failure is reported by the launcher in one line.
     second = next(text for text in main if text.startswith("job 2 exited"))
     if second.endswith("1"):
-        assert "Connection refused" in result.output or "Error" in result.output
+        assert any("exited with" in text or "still running" in text for text in main)
     job3 = result.events_named("init_process_group")[-2:]  # events are sorted by time
     assert {e["sum"] for e in job3} == {1} and result.returncode == 0
 

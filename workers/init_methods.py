@@ -242,7 +242,7 @@ def demo_port_in_use(args, events: Events) -> int:
 
 
 def demo_leftover_file(args, events: Events) -> int:
-    """A job that dies leaves its rendezvous file; the next job to reuse the path fails."""
+    """A job that dies leaves its rendezvous file; the next job to reuse the path may fail."""
     path = args.file
     say_main(f"job 1 uses {path}; its ranks are killed before they can clean up")
     launch(crash_after_joining, (path, args.timeout), 2, timeout=args.timeout + 10)
