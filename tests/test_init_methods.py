@@ -9,6 +9,8 @@ import time
 import pytest
 from conftest import assert_one_line_error, cli, quiet_run
 
+from workers.runner import free_port
+
 ROUTES = [
     ("env", "tcp"),
     ("tcp", "tcp"),
@@ -126,6 +128,20 @@ def test_runs_under_torchrun():
     assert sorted(rank for _, rank in records) == [0, 1]
     assert {r["env"]["LOCAL_RANK"] for r in records.values()} == {"0", "1"}
     assert {r["sum"] for r in records.values()} == {1}
+
+
+def test_the_first_job_uses_the_given_port():
+    port = str(free_port())
+    result = quiet_run(
+        "workers.init_methods", "join", "--method", "env", "tcp", "--port", port
+    )
+    listening = [
+        e["listening"]
+        for e in result.events_named("init_process_group")
+        if e["listening"]
+    ]
+    assert listening[0][0].endswith(f":{port}")
+    assert not listening[1][0].endswith(f":{port}")  # the next job got a fresh one
 
 
 def test_eight_ranks():

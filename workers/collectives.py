@@ -25,6 +25,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    first_line,
     from_torchrun,
     launch,
     open_events,
@@ -204,7 +205,7 @@ def all_reduce_with(
         dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
         after, error = t.tolist(), None
     except (RuntimeError, ValueError) as failure:
-        after, error = None, str(failure).strip().splitlines()[0]
+        after, error = None, first_line(failure)
     events.emit(rank, "all_reduce", t=begin, t_end=time.time(), op=op, before=before,
                 after=after, error=error)  # fmt: skip
 

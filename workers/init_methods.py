@@ -30,6 +30,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    first_line,
     from_torchrun,
     launch,
     open_events,
@@ -138,11 +139,6 @@ def listening_on(port: int) -> list[str]:
     )
 
 
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 # --- store: the key-value exchange under every rendezvous -------------------------------
 
 
@@ -207,11 +203,17 @@ def demo_join(args, events: Events) -> int:
             rank, world_size, "env", "tcp", address, port, "", args.timeout, events
         )
         return 0
-    for method in args.method:  # one job per route, one after the other
-        code = run_job(args, events, method=method, port=free_port(args.address))
+    for index, method in enumerate(args.method):  # one job per route, in turn
+        code = run_job(args, events, method=method, port=job_port(args, index))
         if code:
             return code
     return 0
+
+
+def job_port(args, index: int) -> int:
+    """The first job uses --port; each later one a fresh port (a closed store's port can
+    linger in TIME_WAIT for a while)."""
+    return args.port if index == 0 else free_port(args.address)
 
 
 def demo_store(args, events: Events) -> int:
@@ -221,10 +223,10 @@ def demo_store(args, events: Events) -> int:
 
 def demo_missing_rank(args, events: Events) -> int:
     """Start every rank but the last: the others wait for it until their timeout."""
-    for method in args.method:
+    for index, method in enumerate(args.method):
         say_main(f"{method}: starting {args.world_size - 1} of {args.world_size} ranks")
         begin = time.time()
-        code = run_job(args, events, method=method, port=free_port(args.address),
+        code = run_job(args, events, method=method, port=job_port(args, index),
                        ranks=args.world_size - 1)  # fmt: skip
         say_main(
             f"{method}: the job ended after {time.time() - begin:.1f} s, exit code {code}"

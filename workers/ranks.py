@@ -66,6 +66,12 @@ class Events:
             os.close(fd)
 
 
+def first_line(error: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type when it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def fail(text: str, code: int = 2) -> None:
     """End the process with one line on stderr: for the reader's mistakes, not for bugs."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "worker"

@@ -42,7 +42,7 @@ def rank_output_html(result: RunResult, title: str | None = None) -> str:
         outcome = f"killed at its timeout after {result.duration:.2f} s"
     else:
         outcome = f"exit code {result.returncode} after {result.duration:.2f} s"
-    heading = html.escape(title or "python " + " ".join(_shown_args(result.command)))
+    heading = html.escape(command_text(result.command))
     rows = []
     for line in result.lines:
         colour = source_colour(line.source)
@@ -65,7 +65,8 @@ def rank_output_html(result: RunResult, title: str | None = None) -> str:
     )
 
 
-def _shown_args(command: list[str]) -> list[str]:
+def command_text(command: list[str]) -> str:
+    """``python -m workers.x ...`` as a reader would type it (without the runner's --events)."""
     shown, skip = [], False
     for arg in command[1:]:
         if skip:
@@ -74,7 +75,7 @@ def _shown_args(command: list[str]) -> list[str]:
             skip = True
         else:
             shown.append(arg)
-    return shown
+    return "python " + " ".join(shown)
 
 
 def _row_key(rank) -> tuple:

@@ -33,6 +33,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from workers.render import command_text, rank_output_html
+
 _LABEL = re.compile(r"^\[(main|rank (\d+))\] ?(.*)$")
 _TAIL = 25  # lines of output quoted in an error, and shown live in a notebook
 
@@ -91,8 +93,6 @@ class RunResult:
         return "\n".join(self.output.splitlines()[-count:])
 
     def _repr_html_(self) -> str:
-        from workers.render import rank_output_html
-
         return rank_output_html(self)
 
 
@@ -123,7 +123,6 @@ def run(
     events: bool = True,
     env: dict[str, str] | None = None,
     stream: bool | None = None,
-    title: str | None = None,
 ) -> RunResult:
     """Run ``python -m <module> <args>`` and return what it did; see the module docstring.
 
@@ -144,7 +143,7 @@ def run(
         "MASTER_PORT": str(port),
     }
     child_env.update(env or {})
-    display = _LiveDisplay(title or _short(command, events_file), stream)
+    display = _LiveDisplay(command_text(command), stream)
 
     start = time.time()
     process = subprocess.Popen(
@@ -182,9 +181,7 @@ def run(
                 ):
                     break
                 continue
-            if (
-                raw is None
-            ):  # end of output: the child and all its descendants closed the pipe
+            if raw is None:  # the child and all its descendants closed the pipe
                 break
             _record(raw, start, lines, display)
     finally:
@@ -289,11 +286,6 @@ def _read_events(path: str | None) -> list[dict]:
     return sorted(records, key=lambda record: record["t"])
 
 
-def _short(command: list[str], events_file: str | None) -> str:
-    shown = [arg for arg in command[1:] if arg not in ("--events", events_file)]
-    return "python " + " ".join(shown)
-
-
 def _in_notebook() -> bool:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython else None
@@ -335,9 +327,7 @@ class _LiveDisplay:
         if self.notebook:
             from IPython.display import HTML
 
-            from workers.render import rank_output_html
-
-            self.handle.update(HTML(rank_output_html(result, title=self.title)))
+            self.handle.update(HTML(rank_output_html(result)))
 
     def _running_html(self) -> str:
         import html
