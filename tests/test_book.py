@@ -14,7 +14,13 @@ from bs4 import BeautifulSoup
 from conftest import ROOT
 
 JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
-CHAPTERS = ["start_join", "start_methods", "init_methods", "collectives"]
+CHAPTERS = [
+    "start_join",
+    "start_methods",
+    "init_methods",
+    "collectives",
+    "process_groups",
+]
 CHAPTER_SECONDS = 60  # the budget of one chapter on a 2-core machine
 USUAL_TORCH_IMPORT_SECONDS = 2.0  # on that machine, measured when it is not busy
 
@@ -91,7 +97,13 @@ def test_every_chapter_ran_within_its_budget(built_book):
 @pytest.mark.book
 @pytest.mark.parametrize(
     "chapter, blocks",
-    [("start_join", 6), ("start_methods", 7), ("init_methods", 7), ("collectives", 4)],
+    [
+        ("start_join", 6),
+        ("start_methods", 7),
+        ("init_methods", 7),
+        ("collectives", 4),
+        ("process_groups", 7),
+    ],
 )
 def test_chapters_show_rank_output_and_plots(built_book, chapter, blocks):
     html_dir = built_book[0]

@@ -88,6 +88,8 @@ def timeline(
     """A Gantt chart: one row per rank (``main`` on top), spans as bars, instants as markers.
 
     An event with ``t_end`` is a span from ``t`` to ``t_end``; one without is an instant.
+    A span with ``lane`` 0 or 1 takes the upper or lower half of its row, so two things a rank
+    does at the same time (computing and communicating) are both visible.
     Times are seconds since ``t0`` (default: the first event).
     """
     import matplotlib.pyplot as plt
@@ -112,11 +114,12 @@ def timeline(
         label = None if name in labelled else name
         labelled.add(name)
         if "t_end" in event:
+            lane = event.get("lane")
             ax.barh(
-                y,
+                y if lane is None else y - 0.13 + 0.26 * lane,
                 event["t_end"] - event["t"],
                 left=event["t"] - t0,
-                height=0.5,
+                height=0.5 if lane is None else 0.24,
                 color=colour_of[name],
                 edgecolor="black",
                 linewidth=0.4,
