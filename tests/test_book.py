@@ -20,8 +20,10 @@ CHAPTERS = [
     "init_methods",
     "collectives",
     "process_groups",
+    "ddp_mnist",
 ]
-CHAPTER_SECONDS = 60  # the budget of one chapter on a 2-core machine
+CHAPTER_SECONDS = 60  # the budget of one chapter on a 2-core machine ...
+LONGER_CHAPTERS = {"ddp_mnist": 90}  # ... and of those that train or launch jobs
 USUAL_TORCH_IMPORT_SECONDS = 2.0  # on that machine, measured when it is not busy
 
 
@@ -73,7 +75,7 @@ def torch_import_seconds() -> float:
 
 @pytest.mark.book
 def test_every_chapter_ran_within_its_budget(built_book):
-    """Under a minute per chapter on a 2-core machine at its usual speed.
+    """Under a minute per chapter (90 s for the longer ones) on a 2-core machine at its usual speed.
 
     Most of a chapter's time is processes importing PyTorch, and on a shared machine that
     import sometimes takes twice as long as usual. The budget grows with the import time
@@ -85,10 +87,9 @@ def test_every_chapter_ran_within_its_budget(built_book):
         re.findall(r"book/(\w+)\.md: Executed notebook in ([\d.]+) seconds", log)
     )
     assert sorted(seconds) == sorted(CHAPTERS), seconds
-    budget = CHAPTER_SECONDS * max(
-        1.0, torch_import_seconds() / USUAL_TORCH_IMPORT_SECONDS
-    )
+    slowdown = max(1.0, torch_import_seconds() / USUAL_TORCH_IMPORT_SECONDS)
     for chapter, value in seconds.items():
+        budget = LONGER_CHAPTERS.get(chapter, CHAPTER_SECONDS) * slowdown
         assert float(value) < budget, (
             f"{chapter} took {value} s (budget {budget:.0f} s)"
         )
@@ -103,6 +104,7 @@ def test_every_chapter_ran_within_its_budget(built_book):
         ("init_methods", 7),
         ("collectives", 4),
         ("process_groups", 7),
+        ("ddp_mnist", 8),
     ],
 )
 def test_chapters_show_rank_output_and_plots(built_book, chapter, blocks):

