@@ -362,8 +362,8 @@ def parse_args(argv=None):
                         help="overlap: floats per bucket (default 256K = 1 MB)")  # fmt: skip
     parser.add_argument("--size", type=positive_int, default=400,
                         help="overlap: side of the matrix multiplied per bucket (default 400)")  # fmt: skip
-    parser.add_argument("--trials", type=positive_int, default=10,
-                        help="overlap: timed steps per mode (default 10)")  # fmt: skip
+    parser.add_argument("--trials", type=positive_int, default=15,
+                        help="overlap: timed steps per mode (default 15)")  # fmt: skip
     parser.add_argument("--no-destroy", dest="destroy", action="store_false",
                         help="skip destroy_process_group (to see what it is for)")  # fmt: skip
     add_common_options(parser, timeout=30)

@@ -1,0 +1,462 @@
+"""Hogwild training, tensors shared between processes, and CPU oversubscription measured.
+
+    python -m workers.hogwild train --processes 2 --threads 1 --epochs 3
+    python -m workers.hogwild shared --processes 3
+    python -m workers.hogwild queue
+    python -m workers.hogwild fd-limit --strategy file_descriptor --nofile 64
+    python -m workers.hogwild grid                       # processes x threads, measured
+    python -m workers.hogwild cuda                       # needs a GPU
+    torchrun --standalone --nproc-per-node 2 -m workers.hogwild threads
+
+Every process here comes from ``workers.ranks.launch`` (a forkserver with torch preloaded); the
+model and the training images are put in shared memory once and handed to every process.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.multiprocessing as mp
+from torch.nn import functional as F
+
+from workers.mnist import (
+    DEFAULT_DATA_ROOT,
+    MEAN,
+    STD,
+    MnistNet,
+    mnist_datasets,
+    prepare_mnist,
+)
+from workers.ranks import (
+    Events,
+    Parser,
+    add_common_options,
+    fail,
+    first_line,
+    launch,
+    open_events,
+    positive_int,
+    say,
+    say_main,
+)
+
+CONTEXT = mp.get_context(
+    "forkserver"
+)  # queues, events and barriers for launch()'s processes
+
+# --- Hogwild ---------------------------------------------------------------------------------
+
+
+def shared_mnist(root: str):
+    """The MNIST tensors, normalised once and moved to shared memory: every process reads the
+    same pages instead of a copy each."""
+    prepare_mnist(root)
+    train_set, test_set = mnist_datasets(root)
+
+    def tensors(dataset):
+        images = dataset.data.float().div(255).sub(MEAN).div(STD).unsqueeze(1)
+        return images.share_memory_(), dataset.targets.clone().share_memory_()
+
+    return tensors(train_set), tensors(test_set)
+
+
+def set_threads(threads: int | None) -> int:
+    """``threads`` intra-op threads in this process; None keeps PyTorch's default."""
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def hogwild_process(rank, model, images, labels, args, events: Events) -> None:
+    """One of M processes training the one shared model, with no lock at all.
+
+    ``model``'s parameters live in shared memory, so optimizer.step() here writes straight
+    into the weights every other process is reading. Gradients are this process's own.
+    """
+    threads = set_threads(args.threads)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    generator = torch.Generator().manual_seed(
+        args.seed + rank
+    )  # a different order each
+    began, cpu_began = time.time(), time.process_time()
+    for epoch in range(args.epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        for first in range(0, len(order), args.batch_size):
+            batch = order[first : first + args.batch_size]
+            loss = F.cross_entropy(model(images[batch]), labels[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()  # lock-free: races with the other processes' steps
+        say(rank, f"epoch {epoch}: loss {loss.item():.3f} ({threads} thread(s))")
+    events.emit(rank, "trained", t=began, t_end=time.time(), threads=threads,
+                cpu=time.process_time() - cpu_began, pid=os.getpid())  # fmt: skip
+
+
+def accuracy(model, images, labels) -> float:
+    with torch.no_grad():
+        return (model(images).argmax(1) == labels).float().mean().item()
+
+
+def train(args, events: Events) -> int:
+    (images, labels), (test_images, test_labels) = shared_mnist(args.data_root)
+    torch.manual_seed(args.seed)
+    model = MnistNet()
+    model.share_memory()  # parameters move to shared memory; children get handles, not copies
+    say_main(f"{args.processes} processes training one shared model on "
+             f"{len(labels):,} images, {args.epochs} epoch(s) each")  # fmt: skip
+    begin = time.time()
+    code = launch(hogwild_process, (model, images, labels, args, events),
+                  args.processes, timeout=args.timeout, preload=("workers.mnist",))  # fmt: skip
+    if code:
+        return code
+    seconds = time.time() - begin
+    score = accuracy(
+        model, test_images, test_labels
+    )  # the parent sees the trained weights
+    say_main(f"test accuracy of the shared model: {score:.2%} after {seconds:.1f} s")
+    events.emit("main", "accuracy", accuracy=score, seconds=seconds)
+    return 0
+
+
+# --- the parameters really are shared ------------------------------------------------------
+
+
+def mapping_of(tensor: torch.Tensor) -> dict:
+    """Which memory mapping of this process holds the tensor's storage (from /proc/self/maps)."""
+    address = tensor.untyped_storage().data_ptr()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            low, high = (int(part, 16) for part in fields[0].split("-"))
+            if low <= address < high:
+                name = fields[5].strip() if len(fields) > 5 else "(anonymous)"
+                return {"inode": int(fields[4]), "file": name, "address": hex(address)}
+    return {"inode": 0, "file": "(not found)", "address": hex(address)}
+
+
+def shared_process(rank, model, everyone_wrote, events: Events) -> None:
+    bias = model.fc.bias  # 10 numbers, shared by every process
+    bias.data[rank] = rank + 1  # each process writes its own element ...
+    everyone_wrote.wait()  # ... and after everyone has, each reads them all
+    where = mapping_of(bias)
+    say(rank, f"is_shared={bias.is_shared()}, storage at {where['address']} in "
+              f"{where['file']} (inode {where['inode']}); fc.bias[:4] = {bias.data[:4].tolist()}")  # fmt: skip
+    events.emit(rank, "shared", pid=os.getpid(), seen=bias.data.tolist(), **where)
+
+
+def shared(args, events: Events) -> int:
+    model = MnistNet()
+    model.fc.bias.data.zero_()
+    say_main(f"before share_memory(): is_shared={model.fc.bias.is_shared()}, "
+             f"in {mapping_of(model.fc.bias)['file']}")  # fmt: skip
+    model.share_memory()
+    where = mapping_of(model.fc.bias)
+    say_main(
+        f"after share_memory(): is_shared={model.fc.bias.is_shared()}, in {where['file']}"
+    )
+    events.emit("main", "shared", pid=os.getpid(), seen=None, **where)
+    barrier = CONTEXT.Barrier(args.processes)
+    code = launch(
+        shared_process, (model, barrier, events), args.processes, timeout=args.timeout
+    )
+    say_main(
+        f"after the children wrote: fc.bias[:4] = {model.fc.bias.data[:4].tolist()}"
+    )
+    events.emit("main", "after", seen=model.fc.bias.data.tolist())
+    return code
+
+
+# --- tensors through queues ----------------------------------------------------------------
+
+
+def queue_process(
+    rank, to_consumer, received, written, queues, both_done, events, args
+) -> None:
+    """Rank 0 produces, rank 1 consumes."""
+    if rank == 0:
+        tensor = torch.zeros(4)
+        say(rank, f"before put: is_shared={tensor.is_shared()}")
+        to_consumer.put(
+            tensor
+        )  # pickling moves the storage to shared memory, sends a handle
+        received.wait()
+        say(
+            rank,
+            f"after the consumer got it: is_shared={tensor.is_shared()}; now writing 42",
+        )
+        tensor[0] = 42  # a write *after* sending ...
+        written.set()
+        events.emit(rank, "sent", shared_after=tensor.is_shared())
+    else:
+        tensor = to_consumer.get(timeout=args.timeout)
+        received.set()
+        written.wait()
+        say(
+            rank, f"received {tensor.tolist()}: the producer's later write is visible"
+        )  # ... seen here
+        events.emit(rank, "received", value=tensor[0].item(), shared=tensor.is_shared())
+    for queue_type in ("Queue", "SimpleQueue"):
+        for pattern in ("new buffer each time", "buffers sent back"):
+            forward, back = queues[(queue_type, pattern)]
+            transfer(rank, forward, back, queue_type, pattern, args, events)
+            # Neither side may exit while the other still unpickles a tensor it sent: the
+            # receiver of a handle fetches the memory through the sender's process.
+            both_done.wait()
+
+
+def transfer(rank, forward, back, queue_type, pattern, args, events) -> None:
+    """``args.items`` tensors of 1 MB from rank 0 to rank 1, timed on the consumer.
+
+    ``forward`` carries filled tensors to the consumer; ``back`` returns them for reuse.
+    """
+    count, numel = args.items, 1 << 18
+    if rank == 0:
+        if pattern == "buffers sent back":
+            pool = [torch.empty(numel).share_memory_() for _ in range(4)]
+            for buffer in pool:
+                back.put(buffer)
+        for i in range(count):
+            if pattern == "buffers sent back":
+                buffer = back.get()  # a free buffer the consumer returned
+            else:
+                buffer = torch.empty(
+                    numel
+                )  # a new storage: new shared memory every time
+            buffer.fill_(i)
+            forward.put(buffer)
+        while not isinstance(back.get(), str):
+            pass  # buffers still coming back, until the consumer's "done"
+    else:
+        begin, total = time.time(), 0.0
+        for _ in range(count):
+            buffer = forward.get()
+            total += buffer[0].item()
+            if pattern == "buffers sent back":
+                back.put(buffer)  # return it for reuse
+        seconds = time.time() - begin
+        back.put("done")
+        assert total == sum(range(count))
+        say(rank, f"{queue_type:<11} {pattern:<21}: {count / seconds:8.0f} tensors/s")
+        events.emit(rank, "transfer", queue=queue_type, pattern=pattern,
+                    seconds=seconds, items=count)  # fmt: skip
+
+
+def queue_demo(args, events: Events) -> int:
+    queues = {}  # a pair (forward, back) for every kind of queue and transfer pattern
+    for queue_type in ("Queue", "SimpleQueue"):
+        for pattern in ("new buffer each time", "buffers sent back"):
+            make = getattr(CONTEXT, queue_type)
+            queues[(queue_type, pattern)] = (make(), make())
+    received, written = CONTEXT.Event(), CONTEXT.Event()
+    job = (CONTEXT.Queue(), received, written, queues, CONTEXT.Barrier(2), events, args)
+    return launch(queue_process, job, 2, timeout=args.timeout)
+
+
+# --- sharing strategies and the file-descriptor limit -------------------------------------
+
+
+def fd_limit_process(rank, queue, done, args, events: Events) -> None:
+    mp.set_sharing_strategy(args.strategy)  # sender and receiver must agree
+    if rank == 0:
+        tensors = [torch.full((16,), float(i)) for i in range(args.count)]
+        for tensor in tensors:
+            queue.put(tensor)
+        done.wait(
+            args.timeout
+        )  # the sender must outlive the receiver's use of its tensors
+        return
+    try:
+        receive_and_keep(rank, queue, args, events)
+    finally:
+        done.set()
+
+
+def receive_and_keep(rank, queue, args, events: Events) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, hard))  # as `ulimit -n`
+    kept = []  # holding every received tensor keeps every one of their handles open
+    try:
+        for _ in range(args.count):
+            kept.append(queue.get(timeout=args.timeout))
+    except RuntimeError as error:
+        say(rank, f"{args.strategy}: failed after {len(kept)} tensors with ulimit -n "
+                  f"{args.nofile}: {type(error).__name__}: {first_line(error)}")  # fmt: skip
+        events.emit(rank, "fd-limit", strategy=args.strategy, received=len(kept), error=first_line(error))  # fmt: skip
+        raise SystemExit(1) from None
+    say(rank, f"{args.strategy}: received and kept all {len(kept)} tensors with ulimit -n {args.nofile}")  # fmt: skip
+    events.emit(
+        rank, "fd-limit", strategy=args.strategy, received=len(kept), error=None
+    )
+
+
+def fd_limit(args, events: Events) -> int:
+    say_main(f"strategies here: {sorted(mp.get_all_sharing_strategies())}, "
+             f"default {mp.get_sharing_strategy()}")  # fmt: skip
+    job = (CONTEXT.Queue(), CONTEXT.Event(), args, events)
+    return launch(fd_limit_process, job, 2, timeout=args.timeout)
+
+
+# --- oversubscription, measured ------------------------------------------------------------
+
+
+def grid_process(
+    rank, model, images, labels, threads, steps, batch_size, start, results
+) -> None:
+    used = set_threads(threads)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(rank)
+    batches = [
+        torch.randint(len(labels), (batch_size,), generator=generator)
+        for _ in range(steps)
+    ]
+    start.wait()  # every process starts the clock together
+    began, cpu_began = time.time(), time.process_time()
+    for batch in batches:
+        loss = F.cross_entropy(model(images[batch]), labels[batch])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    results.put(dict(t=began, t_end=time.time(), threads=used, images=steps * batch_size,
+                     cpu=time.process_time() - cpu_began))  # fmt: skip
+
+
+def thread_settings(processes: int, cores: int) -> list[tuple[str, int | None]]:
+    """PyTorch's default, the floor(cores / processes) rule, and 1; each distinct count once."""
+    default = torch.get_num_threads()
+    settings, seen = [], set()
+    for label, threads in [("default", None), ("floor(N/M)", max(1, cores // processes)),
+                           ("1 thread", 1)]:  # fmt: skip
+        count = default if threads is None else threads
+        if count not in seen:
+            seen.add(count)
+            settings.append((label, threads))
+    return settings
+
+
+def grid(args, events: Events) -> int:
+    (images, labels), _ = shared_mnist(args.data_root)
+    cores = len(os.sched_getaffinity(0))  # the cores this process may use
+    say_main(f"{cores} cores; PyTorch's default here is {torch.get_num_threads()} threads per process")  # fmt: skip
+    for processes in args.grid_processes:
+        for label, threads in thread_settings(processes, cores):
+            model = MnistNet()
+            model.share_memory()
+            start, results = CONTEXT.Barrier(processes), CONTEXT.SimpleQueue()
+            job = (
+                model,
+                images,
+                labels,
+                threads,
+                args.steps,
+                args.batch_size,
+                start,
+                results,
+            )
+            code = launch(grid_process, job, processes, timeout=args.timeout,
+                          preload=("workers.mnist",))  # fmt: skip
+            if code:
+                return code
+            work = [results.get() for _ in range(processes)]
+            wall = max(e["t_end"] for e in work) - min(e["t"] for e in work)
+            rate = sum(e["images"] for e in work) / wall
+            cpu = sum(e["cpu"] for e in work)
+            say_main(f"{processes} process(es) x {work[0]['threads']} thread(s) ({label:>10}): "
+                     f"{rate:7.0f} images/s, CPU time / wall time {cpu / wall:4.2f}")  # fmt: skip
+            events.emit("main", "grid", processes=processes, setting=label,
+                        threads=work[0]["threads"], rate=rate, wall=wall, cpu=cpu)  # fmt: skip
+    return 0
+
+
+# --- threads under torchrun, and CUDA tensors ---------------------------------------------
+
+
+def threads_report(events: Events) -> int:
+    rank = int(os.environ.get("RANK", 0))
+    events.emit(rank, "threads", omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+                threads=torch.get_num_threads(), cores=os.cpu_count())  # fmt: skip
+    say(rank, f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(not set)')}, "
+              f"torch.get_num_threads()={torch.get_num_threads()}, cores={os.cpu_count()}")  # fmt: skip
+    return 0
+
+
+def cuda_process(rank, queue, done, events: Events) -> None:
+    if rank == 0:
+        tensor = torch.arange(4.0, device="cuda")
+        queue.put(tensor)  # a handle to GPU memory; the memory stays the producer's
+        done.wait()  # the producer must outlive every consumer's use of the tensor
+        say(rank, "consumer is done: the producer may now free the tensor and exit")
+    else:
+        tensor = queue.get()
+        say(rank, f"received {tensor.tolist()} on {tensor.device}, without a copy")
+        events.emit(rank, "cuda", device=str(tensor.device), value=tensor.tolist())
+        del tensor  # release it before telling the producer
+        done.set()
+
+
+def cuda(args, events: Events) -> int:
+    if not torch.cuda.is_available():
+        fail("cuda needs a GPU: none is visible")
+    return launch(
+        cuda_process,
+        (CONTEXT.Queue(), CONTEXT.Event(), events),
+        2,
+        timeout=args.timeout,
+    )
+
+
+# --- command line --------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    parser = Parser(
+        prog="python -m workers.hogwild", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("demo", choices=["train", "shared", "queue", "fd-limit", "grid", "threads", "cuda"])  # fmt: skip
+    parser.add_argument("--processes", type=positive_int, default=2, help="M processes (default 2)")  # fmt: skip
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="threads per process (default: PyTorch's own default, unchanged)")  # fmt: skip
+    parser.add_argument("--epochs", type=positive_int, default=3, help="train: epochs per process (default 3)")  # fmt: skip
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=40, help="default 40"
+    )
+    parser.add_argument("--lr", type=float, default=0.03, help="default 0.03")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT, metavar="DIR",
+                        help="where MNIST/raw is, or will be written (default: data/ in the clone)")  # fmt: skip
+    parser.add_argument("--items", type=positive_int, default=300,
+                        help="queue: tensors per transfer pattern (default 300)")  # fmt: skip
+    parser.add_argument("--strategy", choices=["file_descriptor", "file_system"],
+                        default="file_descriptor", help="fd-limit: sharing strategy")  # fmt: skip
+    parser.add_argument("--nofile", type=positive_int, default=64,
+                        help="fd-limit: the receiver's open-file limit, as ulimit -n (default 64)")  # fmt: skip
+    parser.add_argument("--count", type=positive_int, default=200,
+                        help="fd-limit: tensors sent and kept (default 200)")  # fmt: skip
+    parser.add_argument("--grid-processes", type=positive_int, nargs="+", default=[1, 2, 4],
+                        metavar="M", help="grid: process counts (default 1 2 4)")  # fmt: skip
+    parser.add_argument("--steps", type=positive_int, default=25,
+                        help="grid: training steps per process (default 25)")  # fmt: skip
+    add_common_options(parser, timeout=120)
+    args = parser.parse_args(argv)
+    if args.processes > 64 or max(args.grid_processes) > 64:
+        parser.error("at most 64 processes")
+    if args.demo == "fd-limit" and args.nofile < 16:
+        parser.error("--nofile below 16 leaves too few files to start Python at all")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    events = open_events(args.events)
+    if args.demo == "threads":
+        return threads_report(events)
+    demos = {"train": train, "shared": shared, "queue": queue_demo, "fd-limit": fd_limit,
+             "grid": grid, "cuda": cuda}  # fmt: skip
+    return demos[args.demo](args, events)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
