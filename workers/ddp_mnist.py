@@ -31,6 +31,7 @@ from workers.ranks import (
     fail,
     from_torchrun,
     launch,
+    launch_environment,
     open_events,
     pick_backend,
     positive_float,
@@ -110,6 +111,8 @@ def train(rank: int, world_size: int, args, device, events: Events) -> None:
         for batch, (images, labels) in enumerate(loader):
             if batch == args.steps_per_epoch:
                 break
+            if rank == args.crash_rank and step == args.crash_at_step:
+                raise RuntimeError(f"rank {rank} crashed on purpose at step {step}")
             begin = time.time()
             images, labels = images.to(device), labels.to(device)
             loss = F.cross_entropy(model(images), labels)
@@ -189,6 +192,8 @@ def rank_main(
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
     device = rank_device(args.backend, local_rank)
     events = Events(args.events)
+    events.emit(rank, "environment", pid=os.getpid(), threads=torch.get_num_threads(),
+                variables=launch_environment())  # fmt: skip
     if args.mode == "single":
         train(0, 1, args, device, events)
         return
@@ -229,6 +234,10 @@ def parse_args(argv=None):
                         help="rank 0 saves the final weights here; every rank reloads them")  # fmt: skip
     parser.add_argument("--steps-per-epoch", type=positive_int, metavar="K",
                         help="stop each epoch after K steps (quick runs)")  # fmt: skip
+    parser.add_argument("--crash-rank", type=int, metavar="R",
+                        help="rank R raises an exception at step --crash-at-step")  # fmt: skip
+    parser.add_argument("--crash-at-step", type=int, default=5, metavar="K",
+                        help="the global step at which --crash-rank fails (default 5)")  # fmt: skip
     parser.add_argument("--show-order", action="store_true",
                         help="print the first sample indices of every epoch")  # fmt: skip
     parser.add_argument("--mistake", choices=["no-set-epoch", "unused-parameter", "device-ids-on-cpu"],

@@ -146,6 +146,21 @@ def from_torchrun() -> tuple[int, int] | None:
     return None
 
 
+LAUNCH_VARIABLES = [
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+    "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS",
+]  # fmt: skip
+
+
+def launch_environment() -> dict[str, str | None]:
+    """What a launcher told this process: the variables above and every TORCHELASTIC_* one."""
+    found = {name: os.environ.get(name) for name in LAUNCH_VARIABLES}
+    found.update(
+        {k: v for k, v in sorted(os.environ.items()) if k.startswith("TORCHELASTIC_")}
+    )
+    return found
+
+
 def launch(
     rank_fn, args: tuple, world_size: int, timeout: float, preload: tuple = ()
 ) -> int:
@@ -165,6 +180,17 @@ def launch(
     ranks = mp.start_processes(
         rank_fn, args=args, nprocs=world_size, join=False, start_method="forkserver"
     )
+    return wait_for(ranks, timeout)
+
+
+def wait_for(ranks, timeout: float) -> int:
+    """Wait for the processes of ``mp.start_processes``/``mp.spawn(..., join=False)``.
+
+    0 when every rank exited with 0; otherwise 1, every rank stopped, and one line saying
+    which rank failed and how, or that the ranks outlived ``timeout``.
+    """
+    import torch.multiprocessing as mp
+
     deadline = time.time() + timeout
     try:
         while not ranks.join(timeout=0.2):

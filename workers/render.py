@@ -67,6 +67,14 @@ def rank_output_html(result: RunResult, title: str | None = None) -> str:
 
 def command_text(command: list[str]) -> str:
     """``python -m workers.x ...`` as a reader would type it (without the runner's --events)."""
+    import os
+    import sys
+
+    program = "python" if command[0] == sys.executable else os.path.basename(command[0])
+    if (
+        program == "bash" and len(command) > 1
+    ):  # a script of the repository: its own path
+        program, command = "", [command[0]] + [_relative(command[1])] + command[2:]
     shown, skip = [], False
     for arg in command[1:]:
         if skip:
@@ -75,7 +83,17 @@ def command_text(command: list[str]) -> str:
             skip = True
         else:
             shown.append(arg)
-    return "python " + " ".join(shown)
+    return " ".join(([program] if program else []) + shown)
+
+
+def _relative(path: str) -> str:
+    from pathlib import Path
+
+    repository = Path(__file__).resolve().parent.parent
+    try:
+        return str(Path(path).relative_to(repository))
+    except ValueError:
+        return path
 
 
 def _row_key(rank) -> tuple:

@@ -32,9 +32,11 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from workers.render import command_text, rank_output_html
 
+REPOSITORY = Path(__file__).resolve().parent.parent
 _LABEL = re.compile(r"^\[(main|rank (\d+))\] ?(.*)$")
 _TAIL = 25  # lines of output quoted in an error, and shown live in a notebook
 
@@ -126,11 +128,17 @@ def run(
 ) -> RunResult:
     """Run ``python -m <module> <args>`` and return what it did; see the module docstring.
 
+    ``module`` may also be a shell script of the repository (``"scripts/launch_local.sh"``),
+    run with bash in the same way.
+
     ``expect_output`` is a regular expression that must occur in the output.
     ``stream``: None shows output live (notebook display or stdout); False keeps quiet.
     """
     port = free_port()
-    command = [sys.executable, "-m", module, *map(str, args)]
+    if module.endswith(".sh"):
+        command = ["bash", str(REPOSITORY / module), *map(str, args)]
+    else:
+        command = [sys.executable, "-m", module, *map(str, args)]
     events_file = None
     if events:
         handle, events_file = tempfile.mkstemp(prefix="events-", suffix=".jsonl")
