@@ -23,12 +23,14 @@ CHAPTERS = [
     "ddp_mnist",
     "hogwild",
     "launchers",
+    "failures",
 ]
 CHAPTER_SECONDS = 60  # the budget of one chapter on a 2-core machine ...
 LONGER_CHAPTERS = {
     "ddp_mnist": 90,
     "hogwild": 90,
     "launchers": 90,
+    "failures": 90,
 }  # ... and of those that train or launch jobs
 USUAL_TORCH_IMPORT_SECONDS = 2.0  # on that machine, measured when it is not busy
 
@@ -113,6 +115,7 @@ def test_every_chapter_ran_within_its_budget(built_book):
         ("ddp_mnist", 8),
         ("hogwild", 7),
         ("launchers", 7),
+        ("failures", 11),
     ],
 )
 def test_chapters_show_rank_output_and_plots(built_book, chapter, blocks):

@@ -23,14 +23,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.nn import functional as F
 
-from workers.mnist import (
-    DEFAULT_DATA_ROOT,
-    MEAN,
-    STD,
-    MnistNet,
-    mnist_datasets,
-    prepare_mnist,
-)
+from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_tensors
 from workers.ranks import (
     Events,
     Parser,
@@ -54,14 +47,8 @@ CONTEXT = mp.get_context(
 def shared_mnist(root: str):
     """The MNIST tensors, normalised once and moved to shared memory: every process reads the
     same pages instead of a copy each."""
-    prepare_mnist(root)
-    train_set, test_set = mnist_datasets(root)
-
-    def tensors(dataset):
-        images = dataset.data.float().div(255).sub(MEAN).div(STD).unsqueeze(1)
-        return images.share_memory_(), dataset.targets.clone().share_memory_()
-
-    return tensors(train_set), tensors(test_set)
+    train, test = mnist_tensors(root)
+    return tuple(tuple(t.share_memory_() for t in pair) for pair in (train, test))
 
 
 def set_threads(threads: int | None) -> int:

@@ -126,6 +126,19 @@ def write_source(root: str | Path, text: str) -> None:
     (raw_folder(root) / SOURCE_FILE).write_text(text + "\n")
 
 
+def mnist_tensors(root: str | Path):
+    """``(images, labels)`` for training and for testing, normalised, as plain tensors: for
+    workers that index batches themselves instead of using a DataLoader."""
+    prepare_mnist(root)
+    train_set, test_set = mnist_datasets(root)
+
+    def tensors(dataset):
+        images = dataset.data.float().div(255).sub(MEAN).div(STD).unsqueeze(1)
+        return images, dataset.targets.clone()
+
+    return tensors(train_set), tensors(test_set)
+
+
 def mnist_datasets(root: str | Path):
     """The training and test sets, exactly as a reader would load them."""
     from torchvision import datasets, transforms

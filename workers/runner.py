@@ -71,6 +71,11 @@ class RunResult:
     events: list[dict] = field(default_factory=list)
     port: int = 0
     timed_out: bool = False
+    started: float = 0.0  # time.time() at the start, on the clock the events use
+
+    @property
+    def ended(self) -> float:
+        return self.started + self.duration
 
     @property
     def output(self) -> str:
@@ -153,7 +158,7 @@ def run(
     child_env.update(env or {})
     display = _LiveDisplay(command_text(command), stream)
 
-    start = time.time()
+    start = started_at = time.time()
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -212,6 +217,7 @@ def run(
         events=_read_events(events_file),
         port=port,
         timed_out=timed_out,
+        started=started_at,
     )
     display.finish(result)
     _check(result, module, timeout, expect_returncode, expect_output)
