@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -12,6 +13,7 @@ import pytest
 from workers.runner import run
 
 ROOT = Path(__file__).resolve().parent.parent
+JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
 
 
 def quiet_run(module: str, *args: str, **options):
@@ -53,3 +55,43 @@ def assert_one_line_error(
 @pytest.fixture
 def tmp_events(tmp_path):
     return tmp_path / "events.jsonl"
+
+
+def build(source: Path, output: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """The README's strict build: every notebook executed, warnings are errors."""
+    start = time.time()
+    completed = subprocess.run(
+        [
+            JUPYTER_BOOK,
+            "build",
+            str(source),
+            "--all",
+            "-n",
+            "-W",
+            "--keep-going",
+            "--path-output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    return completed, time.time() - start
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    output = tmp_path_factory.mktemp("book")
+    import_before = torch_import_seconds()
+    completed, seconds = build(ROOT, output)
+    log = completed.stdout + completed.stderr
+    assert completed.returncode == 0, log[-5000:]
+    print(f"book built in {seconds:.1f} s")
+    return output / "_build" / "html", log, max(import_before, torch_import_seconds())
+
+
+def torch_import_seconds() -> float:
+    """How long ``import torch`` takes right now: the unit most of a chapter's time is made of."""
+    start = time.time()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True, timeout=120)
+    return time.time() - start

@@ -1,0 +1,246 @@
+"""The built site as a reader meets it: every page in a real Chromium (Debian's package, driven
+by Playwright), internal links and anchors, search, dark mode, the notebook downloads, and
+screenshots of the landing page and one chapter in light and dark under _build/screenshots."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from conftest import ROOT
+from nbclient import NotebookClient
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+
+pytestmark = [
+    pytest.mark.book,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def site(built_book):
+    """The built HTML, served over HTTP on a free loopback port, as a reader's browser gets it."""
+    html_dir = built_book[0]
+    handler = functools.partial(QuietHandler, directory=str(html_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield html_dir, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # no request log in the test output
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox"]
+        )
+        yield chromium
+        chromium.close()
+
+
+def problems_on(browser, url: str, wait_for_images: bool = True) -> list[str]:
+    """Console errors, failed requests and broken images of one page, as readable lines."""
+    page = browser.new_page()
+    found = []
+    page.on(
+        "console", lambda m: m.type == "error" and found.append(f"console: {m.text}")
+    )
+    page.on("pageerror", lambda error: found.append(f"script error: {error}"))
+    page.on("requestfailed", lambda r: found.append(f"failed request: {r.url}"))
+    page.on(
+        "response",
+        lambda r: r.status >= 400 and found.append(f"HTTP {r.status}: {r.url}"),
+    )
+    page.goto(url, wait_until="load", timeout=30_000)
+    page.wait_for_load_state("networkidle")  # index.html redirects to the landing page
+    broken = page.eval_on_selector_all(
+        "img",
+        "images => images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)",
+    )
+    found += [f"broken image: {src}" for src in broken]
+    page.close()
+    return found
+
+
+def pages(html_dir: Path) -> list[Path]:
+    return sorted(p for p in html_dir.rglob("*.html") if "_static" not in p.parts)
+
+
+def test_every_page_loads_without_errors(site, browser):
+    html_dir, base = site
+    assert len(pages(html_dir)) >= 12
+    problems = {}
+    for path in pages(html_dir):
+        found = problems_on(browser, f"{base}/{path.relative_to(html_dir)}")
+        if found:
+            problems[str(path.relative_to(html_dir))] = found
+    assert problems == {}
+
+
+def test_the_page_check_catches_a_console_error_and_a_broken_image(site, browser):
+    """The check above can fail: a planted page with both faults is reported for both."""
+    html_dir, base = site
+    planted = html_dir / "planted-fault.html"
+    planted.write_text("<html><body><img src='no-such-image.png'>"
+                       "<script>console.error('planted')</script></body></html>")  # fmt: skip
+    try:
+        found = problems_on(browser, f"{base}/planted-fault.html")
+    finally:
+        planted.unlink()
+    assert any("console: planted" in line for line in found), found
+    assert any(
+        "broken image" in line and "no-such-image.png" in line for line in found
+    ), found
+
+
+def test_rank_output_blocks_render(site, browser):
+    _, base = site
+    page = browser.new_page()
+    page.goto(f"{base}/book/collectives.html")
+    blocks = page.locator(".rank-output")
+    assert blocks.count() >= 4
+    box = blocks.first.bounding_box()
+    assert box and box["height"] > 40 and box["width"] > 300
+    assert page.locator(".rank-output .rank-line").count() > 10
+    page.close()
+
+
+def test_search_finds_all_reduce_in_the_collectives_chapter(site, browser):
+    _, base = site
+    page = browser.new_page()
+    page.goto(f"{base}/search.html?q=all_reduce")
+    page.wait_for_selector("ul.search li a", timeout=30_000)
+    hrefs = page.eval_on_selector_all(
+        "ul.search li a", "links => links.map(a => a.href)"
+    )
+    page.close()
+    assert any("collectives.html" in href for href in hrefs), hrefs
+
+
+def theme(page) -> str:
+    return page.evaluate("document.documentElement.dataset.theme")
+
+
+def test_dark_mode_toggle_switches_the_theme(site, browser):
+    _, base = site
+    page = browser.new_page(color_scheme="light")
+    page.goto(f"{base}/book/intro.html")
+    assert theme(page) == "light"
+    seen = []
+    for _ in range(3):  # the button cycles light, dark, auto
+        page.locator(".theme-switch-button").first.click()
+        seen.append(theme(page))
+    page.close()
+    assert "dark" in seen
+
+
+@pytest.mark.parametrize("name", ["intro", "collectives"])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_screenshots(site, browser, name, scheme):
+    _, base = site
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(
+        viewport={"width": 1300, "height": 1000}, color_scheme=scheme
+    )
+    page.goto(f"{base}/book/{name}.html")
+    page.evaluate(f"document.documentElement.dataset.theme = '{scheme}'")
+    path = SCREENSHOTS / f"{name}-{scheme}.png"
+    page.screenshot(path=str(path), full_page=False)
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    page.close()
+    assert path.stat().st_size > 10_000
+    # the dark theme really is dark, the light one light
+    red = int(background.split("(")[1].split(",")[0])
+    assert (red < 100) if scheme == "dark" else (red > 200), background
+
+
+def test_no_broken_internal_links_or_anchors(site):
+    html_dir, _ = site
+    ids: dict[Path, set[str]] = {}
+
+    def anchors(path: Path) -> set[str]:
+        if path not in ids:
+            soup = BeautifulSoup(path.read_text(), "html.parser")
+            ids[path] = {t["id"] for t in soup.select("[id]")} | {
+                t["name"] for t in soup.select("a[name]")
+            }
+        return ids[path]
+
+    broken = []
+    for path in pages(html_dir):
+        soup = BeautifulSoup(path.read_text(), "html.parser")
+        for link in soup.select("a[href]"):
+            href = link["href"]
+            parts = urlsplit(href)
+            if parts.scheme or href.startswith(("mailto:", "javascript:")):
+                continue
+            target = (
+                path
+                if not parts.path
+                else (path.parent / unquote(parts.path)).resolve()
+            )
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{path.name}: {href} (no such file)")
+            elif (
+                parts.fragment
+                and target.suffix == ".html"
+                and parts.fragment not in anchors(target)
+            ):
+                broken.append(f"{path.name}: {href} (no such anchor)")
+    assert broken == []
+
+
+def test_every_chapter_offers_its_notebook_and_worker(site):
+    html_dir, _ = site
+    chapters = [
+        p
+        for p in (ROOT / "workers").glob("*.py")
+        if (ROOT / "book" / f"{p.stem}.md").exists()
+    ]
+    assert len(chapters) >= 9
+    for worker in chapters:
+        soup = BeautifulSoup(
+            (html_dir / "book" / f"{worker.stem}.html").read_text(), "html.parser"
+        )
+        links = [a["href"] for a in soup.select(".chapter-downloads a")]
+        assert any(href.endswith(f"{worker.stem}.ipynb") for href in links), worker.stem
+        assert any(href.endswith(f"{worker.stem}.py") for href in links), worker.stem
+        for href in links:
+            assert (html_dir / "book" / unquote(href)).resolve().is_file(), href
+
+
+def test_a_downloaded_notebook_executes_end_to_end(site, tmp_path):
+    html_dir, _ = site
+    downloaded = next(html_dir.glob("_downloads/*/start_join.ipynb"))
+    notebook = nbformat.read(downloaded, as_version=4)
+    assert not any(
+        cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"
+    )
+    client = NotebookClient(notebook, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})  # fmt: skip
+    client.execute()  # raises CellExecutionError if any cell fails
+    html = "".join(
+        output.get("data", {}).get("text/html", "")
+        for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
+    )  # fmt: skip
+    assert html.count("rank-output") >= 6
