@@ -90,7 +90,8 @@ def test_chapters_show_rank_output_and_plots(built_book, chapter, blocks):
     # every {glue:text} reference was filled in with what the page computed
     glued = [span.get_text() for span in soup.select("span.pasted-text")]
     assert glued and all(text.strip() for text in glued), glued
-    assert any(re.fullmatch(r"-?\d+(\.\d+)?", text) for text in glued), glued
+    number = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")  # 12, 0.70, 3.3e-07
+    assert any(number.fullmatch(text) for text in glued), glued
 
 
 @pytest.mark.book
