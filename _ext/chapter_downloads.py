@@ -1,7 +1,7 @@
 """Every chapter as a notebook to download, and a link to the worker module it runs.
 
 At the start of a build each chapter's MyST source (``book/<name>.md``) is converted with
-jupytext into ``book/_notebooks/<name>.ipynb``: the same cells, no outputs. Under each chapter's
+jupytext into ``_build/notebooks/<name>.ipynb``: the same cells, no outputs. Under each chapter's
 title the page then offers that notebook and the source of ``workers/<name>.py``, through
 Sphinx's ``download`` role, which copies both files into the built site (and fails the build
 if one is missing).
@@ -9,9 +9,8 @@ if one is missing).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-
-NOTEBOOKS = "_notebooks"
 
 
 def chapters(app) -> list[Path]:
@@ -28,14 +27,18 @@ def chapters(app) -> list[Path]:
     )
 
 
+def notebooks_folder(app) -> Path:
+    return Path(app.outdir).parent / "notebooks"  # _build/notebooks, beside _build/html
+
+
 def write_notebooks(app) -> None:
     import jupytext
 
     sources = chapters(app)
     if not sources:
         return
-    folder = Path(app.srcdir) / "book" / NOTEBOOKS
-    folder.mkdir(exist_ok=True)
+    folder = notebooks_folder(app)
+    folder.mkdir(parents=True, exist_ok=True)
     for source in sources:
         notebook = jupytext.read(source)
         jupytext.write(notebook, folder / f"{source.stem}.ipynb")
@@ -45,9 +48,10 @@ def add_download_links(app, docname: str, source: list[str]) -> None:
     name = docname.removeprefix("book/")
     if not any(path.stem == name for path in chapters(app)) or docname == name:
         return
+    notebook = os.path.relpath(notebooks_folder(app) / f"{name}.ipynb", Path(app.srcdir) / "book")
     links = (
         "\n:::{admonition} Run this chapter yourself\n:class: tip chapter-downloads\n"
-        f"{{download}}`Download it as a notebook <{NOTEBOOKS}/{name}.ipynb>` and run it from a "
+        f"{{download}}`Download it as a notebook <{notebook}>` and run it from a "
         "clone of the book (after the README's set-up command), or read the code it runs: "
         f"{{download}}`workers/{name}.py <../workers/{name}.py>`.\n:::\n"
     )

@@ -1,97 +1,93 @@
-"""Shared helpers for the tests: quiet runs, plain CLI calls, and process liveness."""
+"""Fixtures, and the marker scheme that makes the fast loop real.
+
+A test that needs the built book asks for ``built_book`` (or ``site``) and is marked ``book``
+by that alone, so ``pytest -m "not book"`` runs everything else in a minute or two.
+
+``built_book`` inspects the build in ``_build/`` that the README's set-up command made, when
+``_build/build-record.json`` says it succeeded after the last change to any source of the
+book; only a missing, failed or stale build is built again (with the same command). So in CI,
+where the set-up command has just built the book, every chapter executes exactly once.
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
+from helpers import ROOT
 
-from workers.runner import run
-
-ROOT = Path(__file__).resolve().parent.parent
 JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
+BOOK_SOURCES = ["book", "workers", "scripts", "_ext", "_static", "_config.yml", "_toc.yml"]
 
 
-def quiet_run(module: str, *args: str, **options):
-    """The runner, without streaming to the test's stdout."""
-    return run(module, *args, stream=False, **options)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "built_book" in item.fixturenames:
+            item.add_marker(pytest.mark.book)
 
 
-def cli(module: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``python -m module args`` exactly as a reader would from a shell."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+def build(source: Path, output: Path | None = None) -> subprocess.CompletedProcess:
+    """The README's strict build: every notebook executed, warnings are errors."""
+    command = [JUPYTER_BOOK, "build", str(source), "--all", "-n", "-W", "--keep-going"]
+    if output is not None:
+        command += ["--path-output", str(output)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=1800)
 
 
-def is_running(pid: int) -> bool:
-    """True while ``pid`` is a live process (a zombie waiting to be reaped counts as gone)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def newest_source_change() -> tuple[float, str]:
+    """The latest modification time among the book's sources, and which file it was."""
+    newest = (0.0, "")
+    for name in BOOK_SOURCES:
+        path = ROOT / name
+        files = [path] if path.is_file() else path.rglob("*")
+        for file in files:
+            if file.is_file() and "__pycache__" not in file.parts:
+                newest = max(newest, (file.stat().st_mtime, str(file.relative_to(ROOT))))
+    return newest
 
 
-def assert_one_line_error(
-    completed: subprocess.CompletedProcess, *fragments: str
-) -> None:
-    """A reader's mistake: non-zero exit, one line on stderr naming the problem, no traceback."""
-    assert completed.returncode == 2, completed
-    lines = completed.stderr.strip().splitlines()
-    assert len(lines) == 1, completed.stderr
-    assert "Traceback" not in completed.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+def usable_record(build_dir: Path) -> tuple[dict | None, str]:
+    """The build record if ``build_dir`` holds a clean build of the current sources."""
+    path = build_dir / "build-record.json"
+    if not path.exists():
+        return None, "no build record"
+    record = json.loads(path.read_text())
+    changed_at, changed = newest_source_change()
+    if record["error"] or record["warnings"]:
+        return None, f"the last build failed ({record['error'] or record['warnings']} warnings)"
+    if not all(page["succeeded"] for page in record["executed"].values()):
+        return None, "a page failed to execute"
+    if record["started"] < changed_at:
+        return None, f"{changed} changed after the last build started"
+    return record, "up to date"
+
+
+@dataclass
+class BuiltBook:
+    html: Path
+    record: dict  # see _ext/build_record.py
+
+
+@pytest.fixture(scope="session")
+def built_book() -> BuiltBook:
+    build_dir = ROOT / "_build"
+    record, why = usable_record(build_dir)
+    if record is None:
+        print(f"building the book: {why}")
+        started = time.time()
+        completed = build(ROOT)
+        assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
+        print(f"built in {time.time() - started:.0f} s")
+        record, why = usable_record(build_dir)
+        assert record is not None, why
+    return BuiltBook(build_dir / "html", record)
 
 
 @pytest.fixture
 def tmp_events(tmp_path):
     return tmp_path / "events.jsonl"
-
-
-def build(source: Path, output: Path) -> tuple[subprocess.CompletedProcess, float]:
-    """The README's strict build: every notebook executed, warnings are errors."""
-    start = time.time()
-    completed = subprocess.run(
-        [
-            JUPYTER_BOOK,
-            "build",
-            str(source),
-            "--all",
-            "-n",
-            "-W",
-            "--keep-going",
-            "--path-output",
-            str(output),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return completed, time.time() - start
-
-
-@pytest.fixture(scope="session")
-def built_book(tmp_path_factory):
-    output = tmp_path_factory.mktemp("book")
-    import_before = torch_import_seconds()
-    completed, seconds = build(ROOT, output)
-    log = completed.stdout + completed.stderr
-    assert completed.returncode == 0, log[-5000:]
-    print(f"book built in {seconds:.1f} s")
-    return output / "_build" / "html", log, max(import_before, torch_import_seconds())
-
-
-def torch_import_seconds() -> float:
-    """How long ``import torch`` takes right now: the unit most of a chapter's time is made of."""
-    start = time.time()
-    subprocess.run([sys.executable, "-c", "import torch"], check=True, timeout=120)
-    return time.time() - start

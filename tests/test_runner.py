@@ -1,37 +1,50 @@
-"""The runner: timeouts kill the whole process group, interrupts leave nothing behind,
-concurrent runs get their own ports, and failures surface with the worker's own message."""
+"""The runner: timeouts kill the whole process group, Ctrl-C at any moment stops a run and leaves
+nothing behind, concurrent runs get their own ports, and failures surface with the worker's own
+message."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, is_running, quiet_run
+from helpers import ROOT, is_running, processes_marked, quiet_run
 
 from workers.runner import WorkerError
 
 TESTS = str(Path(__file__).resolve().parent)
 PID = re.compile(r"started \(pid (\d+)\)")
 
+# The process a reader runs a chapter in: a notebook kernel or a terminal, where Ctrl-C raises
+# KeyboardInterrupt. Its handler is set explicitly because a process started in the background
+# by a non-interactive shell (as CI may be) inherits SIGINT *ignored*, and then Python installs
+# no handler at all: Ctrl-C would do nothing, which is not the case under test.
+CALLER = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from workers.runner import run
+print("ready", flush=True)
+run("workers.start_join", "join", "--processes", "2", "--step", "30", timeout=120, stream=False)
+"""
+
 
 def child_pids(lines: list[str]) -> list[int]:
-    return [
-        int(match.group(1)) for line in lines for match in [PID.search(line)] if match
-    ]
+    return [int(match.group(1)) for line in lines for match in [PID.search(line)] if match]
 
 
 def test_timeout_kills_the_whole_process_group():
-    # Two children that would work for 60 s; the run may take 6 s in all.
+    # Two children that would work for 60 s; the run may take 6 s in all. Forked children
+    # start at once, so both are running at the timeout even on a busy machine.
     with pytest.raises(WorkerError, match="timed out after 6 s") as caught:
-        quiet_run(
-            "workers.start_join", "join", "--processes", "2", "--step", "30", timeout=6
-        )
+        quiet_run("workers.start_join", "join", "--processes", "2", "--step", "30",
+                  "--start-method", "fork", timeout=6)
     result = caught.value.result
     assert result.timed_out and result.returncode is None
     pids = child_pids(result.output.splitlines())
@@ -41,38 +54,79 @@ def test_timeout_kills_the_whole_process_group():
     assert result.duration < 6 + 5  # the timeout plus the SIGTERM grace, no more
 
 
-def test_interrupt_cleans_up_every_process():
-    """Ctrl-C (SIGINT) in the process that called run() must take the worker's children with it."""
-    script = (
-        "from workers.runner import run\n"
-        "run('workers.start_join', 'join', '--processes', '2', '--step', '30', timeout=120)\n"
-    )
+@pytest.mark.slow
+def test_ctrl_c_at_any_moment_stops_the_run_and_leaves_nothing():
+    """20 interrupts in a row, spread over a run's life, while two other runs load both cores.
+
+    The first ones land while the caller starts the worker (Popen), later ones while the worker
+    imports PyTorch, while its children start, and while they work; every other time Ctrl-C is
+    pressed twice, the second landing while the run is being cleaned up. Every time the caller must
+    end within seconds, and no process it started may survive: every descendant inherits a
+    marker in its environment, and none may be found alive afterwards.
+    """
+    busy, stop = [], threading.Event()
+
+    def keep_busy():
+        while not stop.is_set():
+            busy.append(quiet_run("workers.start_join", "join", "--processes", "2",
+                                  "--step", "0.5", timeout=60))
+
+    loads = [threading.Thread(target=keep_busy) for _ in range(2)]
+    for load in loads:
+        load.start()
+    outcomes = []
+    try:
+        for interruption in range(20):
+            outcomes.append(interrupt_once(0.25 * interruption, twice=interruption % 2 == 1))
+    finally:
+        stop.set()
+        for load in loads:
+            load.join(timeout=120)
+    assert len(busy) >= 2  # the machine was busy with other runs the whole time
+    assert all(ended < 10 for ended, _ in outcomes), outcomes
+    # the spread reached every stage: nothing started yet, and children running
+    assert min(alive for _, alive in outcomes) <= 2  # the caller and a worker still starting
+    assert sum(alive >= 4 for _, alive in outcomes) >= 3  # caller, worker and both children
+
+
+def interrupt_once(delay: float, twice: bool) -> tuple[float, int]:
+    """Start a run in a fresh caller, Ctrl-C it after ``delay`` s (``twice``: again 0.2 s later);
+    return the seconds it took to end and how many of its processes were alive at the Ctrl-C."""
+    marker = f"BOOK_INTERRUPT_TEST={uuid.uuid4().hex}"
+    name, value = marker.split("=")
     caller = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [sys.executable, "-c", CALLER], cwd=ROOT, env={**os.environ, name: value},
+        stdout=subprocess.PIPE, text=True,
     )
-    seen, pids = [], []
-    deadline = time.time() + 60
-    while len(pids) < 2 and time.time() < deadline:
-        line = caller.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        pids = child_pids(seen)
-    assert len(pids) == 2, seen
-    caller.send_signal(signal.SIGINT)
-    caller.wait(timeout=20)
-    assert caller.returncode != 0  # the KeyboardInterrupt went on up after the clean-up
-    time.sleep(0.5)
-    assert [pid for pid in pids if is_running(pid)] == []
+    try:
+        assert caller.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        alive = len(processes_marked(marker))
+        signalled = time.time()
+        caller.send_signal(signal.SIGINT)
+        if twice:
+            time.sleep(0.2)
+            if caller.poll() is None:
+                caller.send_signal(signal.SIGINT)
+        caller.wait(timeout=15)
+        ended = time.time() - signalled
+        assert caller.returncode != 0  # the KeyboardInterrupt went on up after the clean-up
+        deadline = time.time() + 2
+        while processes_marked(marker) and time.time() < deadline:  # reaping takes a moment
+            time.sleep(0.1)
+        left = processes_marked(marker)
+        assert left == [], f"after a Ctrl-C at {delay:.2f} s: {[p.cmdline() for p in left]}"
+        return ended, alive
+    finally:
+        for process in processes_marked(marker):  # the test failed: leave nothing behind
+            process.kill()
 
 
 def test_two_runs_at_once_get_different_ports():
     results = {}
 
     def one(name):
-        results[name] = quiet_run(
-            "echo_env", "1.5", events=False, env={"PYTHONPATH": TESTS}
-        )
+        results[name] = quiet_run("echo_env", "1.5", events=False, env={"PYTHONPATH": TESTS})
 
     threads = [threading.Thread(target=one, args=(name,)) for name in ("a", "b")]
     begin = time.time()
@@ -80,14 +134,12 @@ def test_two_runs_at_once_get_different_ports():
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    a, b = results["a"], results["b"]
-    assert a.port != b.port
-    # each worker really was given its own port in its environment
-    assert a.lines_of("main") == [f"MASTER_ADDR=127.0.0.1 MASTER_PORT={a.port}"]
-    assert b.lines_of("main") == [f"MASTER_ADDR=127.0.0.1 MASTER_PORT={b.port}"]
+    a, b = (results[name].lines_of("main") for name in ("a", "b"))
+    assert len(a) == len(b) == 1 and a[0].startswith("MASTER_ADDR=127.0.0.1 MASTER_PORT=")
+    assert a != b  # each worker was given its own port in its environment
     # they ran at the same time: together they took less than one after the other would
     wall = time.time() - begin
-    assert wall < a.duration + b.duration
+    assert wall < results["a"].duration + results["b"].duration
 
 
 def test_a_failing_child_surfaces_its_message():
@@ -95,36 +147,23 @@ def test_a_failing_child_surfaces_its_message():
         quiet_run("workers.start_join", "fail")
     message = str(caught.value)
     assert "exited with code 1, expected 0" in message
-    assert (
-        "ValueError: rank 2 failed on purpose" in message
-    )  # the child's own traceback line
+    assert "ValueError: rank 2 failed on purpose" in message  # the child's own traceback line
 
 
 def test_an_expected_failure_is_checked_exactly():
-    result = quiet_run(
-        "workers.start_join",
-        "fail",
-        expect_returncode=1,
-        expect_output=r"rank 2 failed on purpose",
-    )
+    result = quiet_run("workers.start_join", "fail", expect_returncode=1,
+                       expect_output=r"rank 2 failed on purpose")
     assert result.returncode == 1
     with pytest.raises(WorkerError, match="expected output matching"):
-        quiet_run(
-            "workers.start_join",
-            "fail",
-            expect_returncode=1,
-            expect_output=r"no such message",
-        )
+        quiet_run("workers.start_join", "fail", expect_returncode=1,
+                  expect_output=r"no such message")
 
 
 def test_lines_are_sorted_by_rank_and_events_are_read_back():
-    result = quiet_run(
-        "workers.start_join", "join", "--processes", "2", "--step", "0.2"
-    )
+    result = quiet_run("workers.start_join", "join", "--processes", "2", "--step", "0.2")
     assert result.ranks == [0, 1]
     assert result.lines_of(0)[-1] == "finished" and result.lines_of(1)[-1] == "finished"
     assert result.lines_of("main")[-1].startswith("every child has exited")
     assert {event["rank"] for event in result.events} == {"main", 0, 1}
-    assert [event["t"] for event in result.events] == sorted(
-        event["t"] for event in result.events
-    )
+    times = [event["t"] for event in result.events]
+    assert times == sorted(times)

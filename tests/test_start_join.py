@@ -1,100 +1,56 @@
-"""workers.start_join: ordering with and without join(), daemons, exit codes, bad input."""
+"""workers.start_join beyond what its chapter runs: other process counts and start methods,
+the events file from a shell, each demo's --help, and bad input."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from conftest import assert_one_line_error, cli, quiet_run
+from helpers import assert_one_line_error, cli, cli_in_process, help_options, quiet_run
 
 
-@pytest.mark.parametrize("processes", [1, 4])
-def test_join_orders_the_parent_after_every_child(processes):
-    result = quiet_run(
-        "workers.start_join", "join", "--processes", str(processes), "--step", "0.2"
-    )
+@pytest.mark.parametrize("processes, method", [(1, "fork"), (8, "forkserver")])
+def test_join_orders_the_parent_after_every_child(processes, method):
+    result = quiet_run("workers.start_join", "join", "--processes", str(processes),
+                       "--step", "0.1", "--start-method", method)
     assert result.ranks == list(range(processes))
-    finished = [
-        line.t
-        for line in result.lines
-        if line.rank is not None and line.text == "finished"
-    ]
+    finished = [line.t for line in result.lines if line.rank is not None
+                and line.text == "finished"]
     assert len(finished) == processes
     last_main = [line for line in result.lines if line.source == "main"][-1]
-    assert last_main.text.startswith("every child has exited") and last_main.t >= max(
-        finished
-    )
-    # one join() span per child, in order, and every child worked for (processes - rank) * step
-    joins = result.events_named("join()")
-    assert [event["child"] for event in joins] == list(range(processes))
-    for event in result.events_named("child working"):
-        expected = 0.2 * (processes - event["rank"])
+    assert last_main.text.startswith("every child has exited") and last_main.t >= max(finished)
+    assert [e["child"] for e in result.events_named("join()")] == list(range(processes))
+    for event in result.events_named("child working"):  # child r works (processes - r) * step
+        expected = 0.1 * (processes - event["rank"])
         assert expected <= event["t_end"] - event["t"] < expected + 1.0
 
 
-def test_without_join_the_parent_prints_first_and_python_still_waits():
-    result = quiet_run(
-        "workers.start_join", "no-join", "--processes", "2", "--step", "0.5"
-    )
-    assert result.lines[0].source == "main" and "comes first" in result.lines[0].text
-    assert sorted(result.lines_of(0) + result.lines_of(1)).count("finished") == 2
-    parent_done = result.events_named("parent's code done")[0]["t"]
-    slowest_end = max(event["t_end"] for event in result.events_named("child working"))
-    assert (
-        slowest_end > parent_done + 0.5
-    )  # the children outlived the parent's code ...
-    assert (
-        result.returncode == 0
-    )  # ... and the interpreter waited for them before exiting
-
-
-def test_daemon_children_are_terminated_when_the_parent_exits():
-    result = quiet_run(
-        "workers.start_join", "daemon", "--processes", "2", "--step", "5"
-    )
-    for rank in (0, 1):  # each child said it started, and never that it finished
-        assert len(result.lines_of(rank)) == 1 and result.lines_of(rank)[0].startswith(
-            "started"
-        )
-    assert result.events_named("child working") == []
-    # the run ended before any child could have finished its work (rank 1: 5 s, rank 0: 10 s)
-    started = {line.rank: line.t for line in result.lines if line.rank is not None}
-    assert result.duration < min(started[rank] + 5 * (2 - rank) for rank in (0, 1))
-
-
-def test_exit_codes():
-    result = quiet_run("workers.start_join", "exit-codes")
-    codes = {
-        event["how"]: event["exitcode"] for event in result.events_named("exitcode")
-    }
-    assert codes == {
-        "return": 0,
-        "sys.exit(3)": 3,
-        "uncaught exception": 1,
-        "terminate() by the parent": -15,
-    }
-    assert "ValueError: rank 2 failed on purpose" in result.output
-
-
-def test_events_file_is_json_lines(tmp_events):
-    completed = cli(
-        "workers.start_join",
-        "join",
-        "--processes",
-        "2",
-        "--step",
-        "0.1",
-        "--events",
-        str(tmp_events),
-    )
+def test_events_file_from_a_shell_is_json_lines(tmp_events):
+    completed = cli("workers.start_join", "join", "--processes", "2", "--step", "0.1",
+                    "--events", str(tmp_events))
     assert completed.returncode == 0, completed.stderr
     records = [json.loads(line) for line in tmp_events.read_text().splitlines()]
-    assert {record["event"] for record in records} == {
-        "start()",
-        "join()",
-        "child working",
-    }
+    assert {record["event"] for record in records} == {"start()", "join()", "child working"}
     assert all({"rank", "t", "event"} <= record.keys() for record in records)
+
+
+@pytest.mark.parametrize(
+    "demo, options",
+    [
+        ("join", {"--processes", "--step", "--start-method", "--events", "--timeout"}),
+        ("daemon", {"--processes", "--seconds", "--start-method", "--events", "--timeout"}),
+        ("exit-codes", {"--start-method", "--events", "--timeout"}),
+    ],
+)
+def test_each_demo_documents_only_its_own_options(demo, options, capsys):
+    completed = cli_in_process("workers.start_join", demo, "--help", capsys=capsys)
+    assert help_options(completed) == options
+
+
+def test_help_from_a_shell_lists_the_demos():
+    completed = cli("workers.start_join", "--help")
+    assert completed.returncode == 0
+    assert all(demo in completed.stdout for demo in ["join", "no-join", "daemon", "exit-codes"])
 
 
 @pytest.mark.parametrize(
@@ -105,19 +61,15 @@ def test_events_file_is_json_lines(tmp_events):
         (["join", "--processes", "65"], ["at most 64"]),
         (["join", "--step", "-1"], ["--step", "must be above 0"]),
         (["join", "--start-method", "teleport"], ["invalid choice: 'teleport'"]),
+        (["exit-codes", "--step", "1"], ["unrecognized arguments: --step"]),
         (["jion"], ["invalid choice: 'jion'"]),
-        (
-            ["join", "--events", "/no/such/folder/events.jsonl"],
-            ["cannot write the events file"],
-        ),
+        ([], ["required: DEMO"]),
+        (["join", "--events", "/no/such/folder/events.jsonl"], ["cannot write the events file"]),
     ],
 )
-def test_bad_input_gets_one_clear_line(args, fragments):
-    assert_one_line_error(cli("workers.start_join", *args), *fragments)
+def test_bad_input_gets_one_clear_line(args, fragments, capsys):
+    assert_one_line_error(cli_in_process("workers.start_join", *args, capsys=capsys), *fragments)
 
 
-def test_help_documents_the_worker():
-    completed = cli("workers.start_join", "--help")
-    assert completed.returncode == 0
-    for option in ("--processes", "--step", "--start-method", "--events", "--timeout"):
-        assert option in completed.stdout
+def test_bad_input_from_a_shell_has_no_traceback():
+    assert_one_line_error(cli("workers.start_join", "join", "--processes", "0"), "--processes")

@@ -8,6 +8,7 @@
 
 Every rank starts with a small tensor that says which rank it came from; each operation's
 tensors are recorded before and after, on every rank, so the page can draw and check them.
+An operation the backend does not support is recorded with its error, not a crash.
 """
 
 from __future__ import annotations
@@ -16,43 +17,44 @@ import os
 import statistics
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
 from workers.ranks import (
     Events,
     Parser,
     add_common_options,
     first_line,
-    from_torchrun,
-    launch,
     open_events,
-    pick_backend,
     positive_int,
-    rank_device,
     say,
-    say_main,
 )
-from workers.runner import free_port
+
+# PyTorch 2.14 renamed the single-tensor collectives: all_gather_into_tensor became
+# all_gather_single, reduce_scatter_tensor became reduce_scatter_single (the old names still
+# work, with a FutureWarning). On older releases only the old names exist.
+all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+UNSUPPORTED = (RuntimeError, ValueError, NotImplementedError)  # how a backend says "not me"
 
 
 def start_values(rank: int, world_size: int, device) -> torch.Tensor:
     """Rank r holds [10(r+1), 10(r+1)+1, ...]: every value says where it came from."""
-    return torch.arange(world_size, dtype=torch.float32, device=device) + 10 * (
-        rank + 1
-    )
+    return torch.arange(world_size, dtype=torch.float32, device=device) + 10 * (rank + 1)
 
 
-def timed(events: Events, rank: int, name: str, before, run, **fields):
-    """Run one operation, then record its tensors before and after, and its duration."""
-    begin = time.time()
-    after = run()
-    events.emit(
-        rank, name, t=begin, t_end=time.time(), before=before, after=after, **fields
-    )
-    return after
+def recorded(events: Events, rank: int, name: str, before, operation, **fields) -> None:
+    """Run one operation; record its tensors before and after, and how long it took.
+
+    An operation this backend does not support is recorded with its error instead.
+    """
+    with events.span(rank, name, before=before, **fields) as record:
+        try:
+            record["after"], record["error"] = operation(), None
+        except UNSUPPORTED as error:
+            record["after"], record["error"] = None, first_line(error)
 
 
 # --- point-to-point ------------------------------------------------------------------------
@@ -66,46 +68,42 @@ def p2p(rank: int, world_size: int, device, events: Events) -> None:
         say(rank, "send(42) to rank 1 after sleeping 0.5 s")
     elif rank == 1:
         box = torch.zeros(1, device=device)
-        begin = time.time()
-        dist.recv(box, src=0)
-        waited = time.time() - begin
-        say(rank, f"recv() returned {box.item():g} after blocking {waited:.2f} s")
-        events.emit(rank, "recv", t=begin, t_end=time.time(), value=box.item())
+        with events.span(rank, "recv") as record:
+            dist.recv(box, src=0)
+            record["value"] = box.item()
+        say(rank, f"recv() returned {box.item():g} after blocking for rank 0")
 
     # Non-blocking: isend/irecv return a Work handle at once; wait() is where it blocks.
     if rank in (0, 1):
         other = 1 - rank
         outgoing = torch.tensor([float(rank)], device=device)
         incoming = torch.zeros(1, device=device)
-        begin = time.time()
-        sending = dist.isend(outgoing, dst=other)
-        receiving = dist.irecv(incoming, src=other)
-        posted = time.time() - begin
-        time.sleep(0.2)  # free to compute while the messages travel
-        sending.wait()
-        receiving.wait()  # only now may `incoming` be read
-        say(
-            rank,
-            f"isend/irecv posted in {posted * 1000:.2f} ms; after wait() got {incoming.item():g}",
-        )
-        events.emit(
-            rank, "isend/irecv", t=begin, t_end=time.time(), got=incoming.item()
-        )
+        with events.span(rank, "isend/irecv") as record:
+            begin = time.time()
+            sending = dist.isend(outgoing, dst=other)
+            receiving = dist.irecv(incoming, src=other)
+            record["posted"] = time.time() - begin
+            time.sleep(0.2)  # free to compute while the messages travel
+            sending.wait()
+            receiving.wait()  # only now may `incoming` be read
+            record["got"] = incoming.item()
+        say(rank, f"isend/irecv posted in {record['posted'] * 1000:.2f} ms; "
+                  f"after wait() got {incoming.item():g}")
 
     # A token passed around the ring: rank r adds r and hands it to rank r+1.
     dist.barrier()
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
     token = torch.zeros(1, device=device)
-    begin = time.time()
-    if rank == 0:
-        dist.send(token, dst=right)
-        dist.recv(token, src=left)
-    else:
-        dist.recv(token, src=left)
-        token += rank
-        dist.send(token, dst=right)
+    with events.span(rank, "ring pass") as record:
+        if rank == 0:
+            dist.send(token, dst=right)
+            dist.recv(token, src=left)
+        else:
+            dist.recv(token, src=left)
+            token += rank
+            dist.send(token, dst=right)
+        record["token"] = token.item()
     say(rank, f"ring: token is {token.item():g} after passing rank {rank}")
-    events.emit(rank, "ring pass", t=begin, t_end=time.time(), token=token.item())
 
 
 # --- collectives ---------------------------------------------------------------------------
@@ -117,7 +115,9 @@ BITWISE = {"BAND", "BOR", "BXOR"}
 def collectives(rank: int, world_size: int, device, events: Events) -> None:
     n = world_size
     x = start_values(rank, n, device)
-    listed = lambda t: t.tolist()  # noqa: E731  (tensors become JSON lists)
+
+    def listed(t: torch.Tensor) -> list:  # tensors become JSON lists in the events
+        return t.tolist()
 
     def broadcast():
         t = x.clone()
@@ -144,10 +144,9 @@ def collectives(rank: int, world_size: int, device, events: Events) -> None:
         dist.all_gather(parts, x)
         return [v for p in parts for v in listed(p)]
 
-    def all_gather_into_tensor():
+    def all_gather_into_one_tensor():
         out = torch.zeros(n * n, device=device)
-        # PyTorch 2.14 renamed it all_gather_single; older releases have only the old name.
-        getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(out, x)
+        all_gather_single(out, x)
         return listed(out)
 
     def reduce_scatter():
@@ -155,59 +154,89 @@ def collectives(rank: int, world_size: int, device, events: Events) -> None:
         dist.reduce_scatter(out, list(x.clone().split(1)), op=dist.ReduceOp.SUM)
         return listed(out)
 
+    def reduce_scatter_from_one_tensor():
+        out = torch.zeros(1, device=device)
+        reduce_scatter_single(out, x.clone(), op=dist.ReduceOp.SUM)
+        return listed(out)
+
     def all_to_all():
         outs = [torch.zeros(1, device=device) for _ in range(n)]
         dist.all_to_all(outs, list(x.clone().split(1)))
         return [o.item() for o in outs]
 
-    timed(events, rank, "broadcast", listed(x), broadcast, root=0)
-    timed(events, rank, "scatter", listed(x) if rank == 0 else [], scatter, root=0)
-    timed(events, rank, "gather", listed(x[:1]), gather, root=0)
-    timed(events, rank, "reduce", listed(x), reduce, root=0, op="SUM")
+    recorded(events, rank, "broadcast", listed(x), broadcast, root=0)
+    recorded(events, rank, "scatter", listed(x) if rank == 0 else [], scatter, root=0)
+    recorded(events, rank, "gather", listed(x[:1]), gather, root=0)
+    recorded(events, rank, "reduce", listed(x), reduce, root=0, op="SUM")
     for op in REDUCE_OPS:
         all_reduce_with(op, rank, device, x, events)
-    timed(events, rank, "all_gather", listed(x), all_gather)
-    timed(events, rank, "all_gather_into_tensor", listed(x), all_gather_into_tensor)
-    timed(events, rank, "reduce_scatter", listed(x), reduce_scatter, op="SUM")
-    timed(events, rank, "all_to_all", listed(x), all_to_all)
+    recorded(events, rank, "all_gather", listed(x), all_gather)
+    recorded(events, rank, "all_gather_single", listed(x), all_gather_into_one_tensor)
+    recorded(events, rank, "reduce_scatter", listed(x), reduce_scatter, op="SUM")
+    recorded(events, rank, "reduce_scatter_single", listed(x), reduce_scatter_from_one_tensor,
+             op="SUM")
+    recorded(events, rank, "all_to_all", listed(x), all_to_all)
 
     time.sleep(0.2 * rank)  # arrive at the barrier at different times ...
-    timed(
-        events, rank, "barrier", [], lambda: dist.barrier() or []
-    )  # ... leave together
+    recorded(events, rank, "barrier", [], lambda: dist.barrier() or [])  # ... leave together
 
     # Object collectives pickle arbitrary Python objects: never use them with untrusted peers.
     config = [{"lr": 0.1, "from": "rank 0"}] if rank == 0 else [None]
-    timed(events, rank, "broadcast_object_list", list(config),
-          lambda: dist.broadcast_object_list(config, src=0) or config)  # fmt: skip
+    recorded(events, rank, "broadcast_object_list", list(config),
+             lambda: dist.broadcast_object_list(config, src=0) or config)
     gathered = [None] * n
     mine = {"rank": rank, "pid": os.getpid()}
-    timed(events, rank, "all_gather_object", mine,
-          lambda: dist.all_gather_object(gathered, mine) or gathered)  # fmt: skip
-    say(rank, f"ran {len(REDUCE_OPS) + 12} operations; all_reduce SUM gave {sum_of(n)}")
+    recorded(events, rank, "all_gather_object", mine,
+             lambda: dist.all_gather_object(gathered, mine) or gathered)
+    say(rank, f"ran {len(REDUCE_OPS) + 14} operations; all_reduce SUM gave {sum_of(n)}")
+    textbook_examples(rank, world_size, device, events)
 
 
 def sum_of(n: int) -> list[float]:
     return [sum(10 * (r + 1) + i for r in range(n)) for i in range(n)]
 
 
-def all_reduce_with(
-    op: str, rank: int, device, x: torch.Tensor, events: Events
-) -> None:
+def all_reduce_with(op: str, rank: int, device, x: torch.Tensor, events: Events) -> None:
     """all_reduce with one ReduceOp; an op the backend refuses is recorded, not fatal."""
     if op in BITWISE:  # bitwise ops need integers: rank r holds [2^r, r + 1]
         t = torch.tensor([1 << rank, rank + 1], dtype=torch.int64, device=device)
     else:
         t = x.clone()
-    before = t.tolist()
-    begin = time.time()
-    try:
+
+    def all_reduce():
         dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
-        after, error = t.tolist(), None
-    except (RuntimeError, ValueError) as failure:
-        after, error = None, first_line(failure)
-    events.emit(rank, "all_reduce", t=begin, t_end=time.time(), op=op, before=before,
-                after=after, error=error)  # fmt: skip
+        return t.tolist()
+
+    recorded(events, rank, "all_reduce", t.tolist(), all_reduce, op=op)
+
+
+def textbook_examples(rank: int, world_size: int, device, events: Events) -> None:
+    """The small examples most tutorials start with; with four ranks they give
+    p2p -> 1, broadcast -> 2, all_reduce -> 4, gather -> [1, 1, 1, 1], scatter -> [1] ... [4]."""
+    if world_size > 1:  # p2p: both start from 0; rank 0 adds 1 and sends it to rank 1
+        tensor = torch.zeros(1, device=device)
+        if rank == 0:
+            tensor += 1
+            dist.send(tensor, dst=1)
+        elif rank == 1:
+            dist.recv(tensor, src=0)
+        events.emit(rank, "textbook", example="p2p", value=tensor.tolist())
+    tensor = torch.ones(1, device=device)  # broadcast: rank 0 adds 1, everyone gets its value
+    if rank == 0:
+        tensor += 1
+    dist.broadcast(tensor, src=0)
+    events.emit(rank, "textbook", example="broadcast", value=tensor.tolist())
+    tensor = torch.ones(1, device=device)  # all_reduce: the sum of a one from every rank
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    events.emit(rank, "textbook", example="all_reduce", value=tensor.tolist())
+    ones = [torch.zeros(1, device=device) for _ in range(world_size)] if rank == 0 else None
+    dist.gather(torch.ones(1, device=device), ones, dst=0)  # gather: every rank's one, on rank 0
+    if rank == 0:
+        events.emit(rank, "textbook", example="gather", value=[t.item() for t in ones])
+    tensor = torch.zeros(1, device=device)  # scatter: rank 0 hands i + 1 to rank i
+    pieces = [torch.tensor([i + 1.0], device=device) for i in range(world_size)]
+    dist.scatter(tensor, pieces if rank == 0 else None, src=0)
+    events.emit(rank, "textbook", example="scatter", value=tensor.tolist())
 
 
 # --- ring all-reduce by hand ---------------------------------------------------------------
@@ -237,9 +266,7 @@ def ring_all_reduce(tensor: torch.Tensor, rank: int, world_size: int) -> None:
         chunks[(rank - step) % n].copy_(incoming)
 
 
-def ring(
-    rank: int, world_size: int, device, events: Events, numel: int, trials: int
-) -> None:
+def ring(rank: int, world_size: int, device, events: Events, numel: int, trials: int) -> None:
     numel -= numel % world_size  # equal chunks
     generator = torch.Generator().manual_seed(rank)
     data = torch.randn(numel, generator=generator).to(device)
@@ -248,10 +275,11 @@ def ring(
     dist.all_reduce(library)
     difference = (by_hand - library).abs().max().item()
     say(rank, f"ring by hand vs dist.all_reduce: largest difference {difference:.2e}")
-    events.emit(rank, "ring check", difference=difference, numel=numel,
-                equal=torch.allclose(by_hand, library, rtol=1e-5, atol=1e-5))  # fmt: skip
-    for name, reduce_all in [("ring by hand", lambda t: ring_all_reduce(t, rank, world_size)),
-                             ("dist.all_reduce", dist.all_reduce)]:  # fmt: skip
+    equal = torch.allclose(by_hand, library, rtol=1e-5, atol=1e-5)
+    events.emit(rank, "ring check", difference=difference, numel=numel, equal=equal)
+    implementations = [("ring by hand", lambda t: ring_all_reduce(t, rank, world_size)),
+                       ("dist.all_reduce", dist.all_reduce)]
+    for name, reduce_all in implementations:
         seconds = []
         for _ in range(trials):
             t = data.clone()
@@ -262,21 +290,17 @@ def ring(
             seconds.append(time.time() - begin)
         median = statistics.median(seconds)
         say(rank, f"{name:<15} {numel * 4 / 1e6:.0f} MB: median {median * 1000:.1f} ms")
-        events.emit(
-            rank, "ring timing", implementation=name, seconds=median, numel=numel
-        )
+        events.emit(rank, "ring timing", implementation=name, seconds=median, numel=numel)
 
 
 def synchronize(device) -> None:
     if device.type == "cuda":
-        torch.cuda.synchronize(
-            device
-        )  # GPU work is asynchronous: wait before reading the clock
+        torch.cuda.synchronize(device)  # GPU work is asynchronous: wait before reading the clock
 
 
 # --- bandwidth -----------------------------------------------------------------------------
 
-DEFAULT_SIZES = [1 << k for k in range(10, 27, 2)]  # 1 KiB, 4 KiB, ..., 64 MiB
+DEFAULT_SIZES = [1 << k for k in range(10, 25, 2)]  # 1 KiB, 4 KiB, ..., 16 MiB
 
 
 def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
@@ -298,10 +322,8 @@ def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
         busbw = algbw * 2 * (n - 1) / n  # what each link carried: comparable across n
         if rank == 0:
             say(rank, f"{size:>9} B: {median * 1e6:9.1f} us  algbw {algbw / 1e9:6.2f} GB/s  "
-                      f"busbw {busbw / 1e9:6.2f} GB/s")  # fmt: skip
-        events.emit(
-            rank, "bandwidth", size=size, seconds=median, algbw=algbw, busbw=busbw
-        )
+                      f"busbw {busbw / 1e9:6.2f} GB/s")
+        events.emit(rank, "bandwidth", size=size, seconds=median, algbw=algbw, busbw=busbw)
     if rank == 0:  # one rank alone, so the copy has the memory to itself
         src = torch.ones(max(sizes) // 4, device=device)
         dst = torch.empty_like(src)
@@ -314,88 +336,57 @@ def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
             seconds.append(time.perf_counter() - begin)
         copy_bw = max(sizes) / statistics.median(seconds[warmup:])
         say(rank, f"memory copy of {max(sizes)} B: {copy_bw / 1e9:.2f} GB/s")
-        events.emit(
-            rank, "memcpy", size=max(sizes), bandwidth=copy_bw, device=str(device)
-        )
+        events.emit(rank, "memcpy", size=max(sizes), bandwidth=copy_bw, device=str(device))
     dist.barrier()
 
 
 # --- one rank, from start to finish --------------------------------------------------------
 
 
-def rank_main(rank, world_size, args, address, port) -> None:
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    device = rank_device(args.backend, local_rank)
-    wait = timedelta(seconds=args.timeout)
-    if from_torchrun():
-        dist.init_process_group(args.backend, timeout=wait)  # env:// from torchrun
-    else:
-        dist.init_process_group(args.backend, init_method=f"tcp://{address}:{port}",
-                                rank=rank, world_size=world_size, timeout=wait)  # fmt: skip
+def rank_main(rank: int, job: Job, args) -> None:
     events = Events(args.events)
-    try:
+    with joined(job, rank) as device:
         if args.demo == "p2p":
-            p2p(rank, world_size, device, events)
+            p2p(rank, job.world_size, device, events)
         elif args.demo == "collectives":
-            collectives(rank, world_size, device, events)
+            collectives(rank, job.world_size, device, events)
         elif args.demo == "ring":
-            ring(rank, world_size, device, events, args.numel, args.trials)
+            ring(rank, job.world_size, device, events, args.numel, args.trials)
         else:
-            bandwidth(
-                rank, world_size, device, events, args.sizes, args.warmup, args.trials
-            )
-    finally:
-        dist.destroy_process_group()
+            bandwidth(rank, job.world_size, device, events, args.sizes, args.warmup, args.trials)
 
 
-def parse_args(argv=None):
-    parser = Parser(
-        prog="python -m workers.collectives", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("demo", choices=["p2p", "collectives", "ring", "bandwidth"])
-    parser.add_argument(
-        "--world-size", type=positive_int, default=2, help="ranks (default 2)"
-    )
-    parser.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
-                        help="auto: nccl with one GPU per rank when there are enough, else gloo")  # fmt: skip
-    parser.add_argument("--numel", type=positive_int, default=1 << 22,
-                        help="ring: floats in the tensor (default 4M = 16 MB)")  # fmt: skip
-    parser.add_argument("--sizes", type=positive_int, nargs="+", default=DEFAULT_SIZES,
-                        metavar="BYTES", help="bandwidth: message sizes (default 1 KiB ... 64 MiB)")  # fmt: skip
-    parser.add_argument(
-        "--warmup", type=int, default=2, help="untimed runs first (default 2)"
-    )
-    parser.add_argument(
-        "--trials", type=positive_int, default=5, help="timed runs (default 5)"
-    )
-    add_common_options(parser, timeout=60)
-    args = parser.parse_args(argv)
-    torchrun = from_torchrun()
-    world_size = torchrun[1] if torchrun else args.world_size
-    if world_size < 2:
-        parser.error("every demo here needs peers: --world-size must be at least 2")
-    if world_size > 64:
-        parser.error("at most 64 ranks on one machine")
-    if any(size % 4 for size in args.sizes):
-        parser.error("--sizes must be multiples of 4 bytes (float32 elements)")
-    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-    args.backend = pick_backend(args.backend, local_ranks)
-    return args
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.collectives", description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    p2p_demo = demos.add_parser("p2p", help="send/recv, isend/irecv, a token round the ring")
+    every = demos.add_parser("collectives", help="every collective, before and after")
+    ring_demo = demos.add_parser("ring", help="a ring all-reduce by hand against the library's")
+    bandwidth_demo = demos.add_parser("bandwidth", help="all_reduce bandwidth per message size")
+    ring_demo.add_argument("--numel", type=positive_int, default=1 << 20,
+                           help="floats in the tensor (default 1M = 4 MB)")
+    bandwidth_demo.add_argument("--sizes", type=positive_int, nargs="+", default=DEFAULT_SIZES,
+                                metavar="BYTES", help="message sizes (default 1 KiB ... 16 MiB)")
+    bandwidth_demo.add_argument("--warmup", type=int, default=2,
+                                help="untimed runs first (default 2)")
+    for demo, trials in ((ring_demo, 3), (bandwidth_demo, 5)):
+        demo.add_argument("--trials", type=positive_int, default=trials,
+                          help=f"timed runs (default {trials})")
+    for demo in (p2p_demo, every, ring_demo, bandwidth_demo):
+        add_job_options(demo)
+        add_common_options(demo, timeout=60)
+    return parser
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser = command_line()
+    args = parser.parse_args(argv)
+    if any(size % 4 for size in getattr(args, "sizes", [])):
+        parser.error("--sizes must be multiples of 4 bytes (float32 elements)")
+    least = 1 if args.demo == "collectives" else 2  # every collective works on one rank
+    job = job_from_args(parser, args, least)
     open_events(args.events)
-    torchrun = from_torchrun()
-    if torchrun:  # started by torchrun as one rank
-        rank, world_size = torchrun
-        rank_main(rank, world_size, args, None, None)
-        return 0
-    address = "127.0.0.1"
-    port = int(os.environ.get("MASTER_PORT") or free_port(address))
-    say_main(f"{args.world_size} ranks, backend {args.backend}")
-    job = (args.world_size, args, address, port)
-    return launch(rank_main, job, args.world_size, timeout=args.timeout + 30)
+    return run_ranks(job, rank_main, args)
 
 
 if __name__ == "__main__":

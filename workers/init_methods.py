@@ -21,62 +21,63 @@ import socket
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from workers.job import Job, check_world_size, joined, started_as_rank, world_size_from
 from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    fail,
     first_line,
-    from_torchrun,
+    free_port,
     launch,
     open_events,
     positive_int,
     say,
     say_main,
 )
-from workers.runner import free_port
 
 METHODS = ["env", "tcp", "file", "store"]
 ENV_VARIABLES = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"]
 
 
-def init(rank, world_size, method, store_kind, address, port, path, timeout) -> None:
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where and how the ranks of one job meet."""
+
+    method: str  # env, tcp, file or store
+    store: str  # for method "store": build a "tcp" or a "file" store
+    address: str  # where rank 0's store listens
+    port: int
+    path: str  # the rendezvous file of file:// and of a FileStore
+    timeout: float  # seconds
+
+
+def init(rank: int, world_size: int, meet: Rendezvous) -> None:
     """Join the default process group by one of the four routes."""
-    wait = timedelta(seconds=timeout)
-    if (
-        method == "env"
-    ):  # what torchrun does: everything comes from environment variables
-        os.environ.update(MASTER_ADDR=address, MASTER_PORT=str(port))
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size))
-        dist.init_process_group("gloo", init_method="env://", timeout=wait)
-    elif method == "tcp":  # the same store, its address given as a URL
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{address}:{port}",
-            rank=rank,
-            world_size=world_size,
-            timeout=wait,
-        )
-    elif method == "file":  # a file every rank can open, on a shared file system
-        dist.init_process_group(
-            "gloo",
-            init_method=f"file://{path}",
-            rank=rank,
-            world_size=world_size,
-            timeout=wait,
-        )
-    else:  # method == "store": build the store yourself and hand it over
-        if store_kind == "tcp":
-            store = tcp_store(rank, world_size, address, port, wait)
+    wait = timedelta(seconds=meet.timeout)
+    if meet.method == "env":  # where to meet from the environment; who I am from the arguments
+        os.environ.update(MASTER_ADDR=meet.address, MASTER_PORT=str(meet.port))
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world_size,
+                                timeout=wait)
+    elif meet.method == "tcp":  # the same store, its address given as a URL
+        dist.init_process_group("gloo", init_method=f"tcp://{meet.address}:{meet.port}",
+                                rank=rank, world_size=world_size, timeout=wait)
+    elif meet.method == "file":  # a file every rank can open, on a shared file system
+        dist.init_process_group("gloo", init_method=f"file://{meet.path}",
+                                rank=rank, world_size=world_size, timeout=wait)
+    else:  # "store": build the store yourself and hand it over
+        if meet.store == "tcp":
+            store = tcp_store(rank, world_size, meet.address, meet.port, wait)
         else:
-            store = dist.FileStore(path, world_size)
-        dist.init_process_group(
-            "gloo", store=store, rank=rank, world_size=world_size, timeout=wait
-        )
+            store = dist.FileStore(meet.path, world_size)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                                timeout=wait)
 
 
 def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore:
@@ -87,41 +88,29 @@ def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore
     """
     if rank == 0:
         listener = socket.create_server((address, port))
-        return dist.TCPStore(
-            address,
-            port,
-            world_size,
-            True,
-            timeout=wait,
-            master_listen_fd=listener.detach(),
-        )
+        return dist.TCPStore(address, port, world_size, True, timeout=wait,
+                             master_listen_fd=listener.detach())
     return dist.TCPStore(address, port, world_size, False, timeout=wait)
 
 
-def join_group(
-    rank, world_size, method, store_kind, address, port, path, timeout, events
-):
+def join_group(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
     """One rank: join the group, prove it works with an all_reduce, leave cleanly."""
-    begin = time.time()
     try:
-        init(rank, world_size, method, store_kind, address, port, path, timeout)
+        with events.span(rank, "init_process_group", method=meet.method, world_size=world_size):
+            init(rank, world_size, meet)
     except (RuntimeError, OSError) as error:  # DistStoreError, DistNetworkError, ...
         say(rank, f"{type(error).__name__}: {first_line(error)}")
         sys.exit(1)
-    joined = time.time()
     try:
         total = torch.tensor([rank])
         dist.all_reduce(total)  # 0 + 1 + ... + (world_size - 1) on every rank
-        took = joined - begin
-        say(rank, f"joined via {method} in {took:.3f} s; sum of ranks = {int(total)}")
-        seen = {name: os.environ.get(name) for name in ENV_VARIABLES}
-        listening = listening_on(port) if rank == 0 else []
+        say(rank, f"joined via {meet.method}; sum of ranks = {int(total)}")
+        listening = listening_on(meet.port) if rank == 0 else []
         if listening:
             say(rank, f"the store's server listens on {', '.join(listening)}")
-        events.emit(
-            rank, "init_process_group", t=begin, t_end=joined, method=method,
-            world_size=world_size, sum=int(total), env=seen, listening=listening,
-        )  # fmt: skip
+        seen = {name: os.environ.get(name) for name in ENV_VARIABLES}
+        events.emit(rank, "joined", method=meet.method, world_size=world_size,
+                    sum=int(total), env=seen, listening=listening)
     finally:
         dist.destroy_process_group()
 
@@ -131,20 +120,30 @@ def listening_on(port: int) -> list[str]:
     import psutil
 
     return sorted(
-        f"[{conn.laddr.ip}]:{port}"
-        if ":" in conn.laddr.ip
-        else f"{conn.laddr.ip}:{port}"
+        f"[{conn.laddr.ip}]:{port}" if ":" in conn.laddr.ip else f"{conn.laddr.ip}:{port}"
         for conn in psutil.Process().net_connections(kind="tcp")
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port
     )
 
 
+def join_under_torchrun(rank: int, job: Job, events: Events) -> None:
+    """Started by torchrun as one rank: the set-up every other chapter uses (workers.job)."""
+    with joined(job, rank):
+        total = torch.tensor([rank])
+        dist.all_reduce(total)
+        say(rank, f"joined via {job.init_method}; sum of ranks = {int(total)}")
+        seen = {name: os.environ.get(name) for name in ENV_VARIABLES}
+        events.emit(rank, "joined", method="env", world_size=job.world_size, sum=int(total),
+                    env=seen, listening=[])
+
+
 # --- store: the key-value exchange under every rendezvous -------------------------------
 
 
-def exchange(rank, world_size, address, port, timeout, events) -> None:
+def exchange(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
     """Each rank uses the store directly: set, get, add, wait, compare_set, check."""
-    store = tcp_store(rank, world_size, address, port, timedelta(seconds=timeout))
+    wait = timedelta(seconds=meet.timeout)
+    store = tcp_store(rank, world_size, meet.address, meet.port, wait)
     store.set(f"hello/{rank}", f"pid {os.getpid()}")  # publish a value
     arrived = store.add("arrived", 1)  # an atomic counter: returns the new value
     say(rank, f"set hello/{rank}; add('arrived', 1) -> {arrived}")
@@ -167,8 +166,8 @@ def exchange(rank, world_size, address, port, timeout, events) -> None:
     job_a.wait(["status"])
     job_b.wait(["status"])
     a, b = job_a.get("status").decode(), job_b.get("status").decode()
-    say(rank, f"job-a status {a!r}, job-b status {b!r}, "
-              f"key 'job-a/status' exists: {store.check(['job-a/status'])}")  # fmt: skip
+    stored = store.check(["job-a/status"])
+    say(rank, f"job-a status {a!r}, job-b status {b!r}; 'job-a/status' in the store: {stored}")
     events.emit(rank, "store", arrived=arrived, leader=leader)
 
     store.add("done", 1)  # the last use of the store by this rank
@@ -180,45 +179,38 @@ def exchange(rank, world_size, address, port, timeout, events) -> None:
 # --- the jobs ------------------------------------------------------------------------------
 
 
-def run_job(
-    args, events, method=None, world_size=None, port=None, path=None, ranks=None
-):
-    """Start ``ranks`` (default: all) of a job; returns 0 when every started rank succeeded."""
-    method = method or args.method[0]
-    world_size = world_size or args.world_size
-    job_args = (
-        world_size, method, args.store, args.address, port or args.port,
-        path or args.file, args.timeout, events,
-    )  # fmt: skip
-    started = world_size if ranks is None else ranks
-    return launch(join_group, job_args, started, timeout=args.timeout + 10)
+def run_job(world_size: int, meet: Rendezvous, events: Events, started=None, target=join_group,
+            slack: float = 5) -> int:
+    """Start ``started`` ranks (default: all) of a job; 0 when every started rank succeeded.
+
+    The ranks are stopped ``slack`` seconds after the rendezvous timeout, so their own
+    timeout errors come first.
+    """
+    started = world_size if started is None else started
+    return launch(target, (world_size, meet, events), started, timeout=meet.timeout + slack)
+
+
+def rendezvous_of(args, method: str, fresh: bool = False) -> Rendezvous:
+    """The rendezvous the command line describes; ``fresh``: a new port and file, as a second
+    job in the same run needs (a closed store's port can linger in TIME_WAIT for a while)."""
+    port, path = args.port, args.file
+    if fresh:
+        port = free_port(args.address)
+        path = os.path.join(tempfile.mkdtemp(prefix="rendezvous-"), "store")
+    return Rendezvous(method, getattr(args, "store", "tcp"), args.address, port, path,
+                      args.timeout)
 
 
 def demo_join(args, events: Events) -> int:
-    torchrun = from_torchrun()
-    if torchrun:  # torchrun started this process as one rank: just be that rank
-        rank, world_size = torchrun
-        address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-        join_group(
-            rank, world_size, "env", "tcp", address, port, "", args.timeout, events
-        )
-        return 0
     for index, method in enumerate(args.method):  # one job per route, in turn
-        code = run_job(args, events, method=method, port=job_port(args, index))
+        code = run_job(args.world_size, rendezvous_of(args, method, fresh=index > 0), events)
         if code:
             return code
     return 0
 
 
-def job_port(args, index: int) -> int:
-    """The first job uses --port; each later one a fresh port (a closed store's port can
-    linger in TIME_WAIT for a while)."""
-    return args.port if index == 0 else free_port(args.address)
-
-
 def demo_store(args, events: Events) -> int:
-    job_args = (args.world_size, args.address, args.port, args.timeout, events)
-    return launch(exchange, job_args, args.world_size, timeout=args.timeout + 10)
+    return run_job(args.world_size, rendezvous_of(args, "tcp"), events, target=exchange)
 
 
 def demo_missing_rank(args, events: Events) -> int:
@@ -226,11 +218,9 @@ def demo_missing_rank(args, events: Events) -> int:
     for index, method in enumerate(args.method):
         say_main(f"{method}: starting {args.world_size - 1} of {args.world_size} ranks")
         begin = time.time()
-        code = run_job(args, events, method=method, port=job_port(args, index),
-                       ranks=args.world_size - 1)  # fmt: skip
-        say_main(
-            f"{method}: the job ended after {time.time() - begin:.1f} s, exit code {code}"
-        )
+        meet = rendezvous_of(args, method, fresh=index > 0)
+        code = run_job(args.world_size, meet, events, started=args.world_size - 1)
+        say_main(f"{method}: the job ended after {time.time() - begin:.1f} s, exit code {code}")
     return 1  # a job with a missing rank never succeeds
 
 
@@ -240,53 +230,44 @@ def demo_port_in_use(args, events: Events) -> int:
         squatter.bind((args.address, args.port))
         squatter.listen()
         say_main(f"another program is listening on {args.address}:{args.port}")
-        return run_job(args, events, world_size=1)
+        return run_job(1, rendezvous_of(args, "env"), events)
 
 
 def demo_leftover_file(args, events: Events) -> int:
     """A job that dies leaves its rendezvous file; the next job to reuse the path may fail."""
-    path = args.file
-    say_main(f"job 1 uses {path}; its ranks are killed before they can clean up")
-    launch(crash_after_joining, (path, args.timeout), 2, timeout=args.timeout + 10)
-    say_main(f"after job 1: the file exists: {os.path.exists(path)}")
+    meet = rendezvous_of(args, "file")
+    say_main(f"job 1 uses {meet.path}; its ranks are killed before they can clean up")
+    launch(crash_after_joining, (meet.path, meet.timeout), 2, timeout=meet.timeout + 5)
+    say_main(f"after job 1: the file exists: {os.path.exists(meet.path)}")
     say_main("job 2 reuses the same path; its rank 1 starts a second after rank 0")
-    job = (2, "file", args.store, args.address, args.port, path, args.timeout, events)
-    second = launch(join_late, (1.0, *job), 2, timeout=args.timeout + 10)
+    second = run_job(2, meet, events, target=join_late, slack=2)
     say_main(f"job 2 exited with {second}")
-    os.remove(path)
+    os.remove(meet.path)
     say_main("deleted the file; job 3 uses the same path again")
-    return run_job(args, events, method="file", world_size=2, path=path)
+    return run_job(2, meet, events)
 
 
-def join_late(rank, delay, *job) -> None:
-    """join_group, with rank 1 arriving ``delay`` seconds late, as ranks often do."""
+def join_late(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
+    """join_group, with rank 1 arriving a second late, as ranks often do."""
     if rank == 1:
-        time.sleep(delay)
-    join_group(rank, *job)
+        time.sleep(1.0)
+    join_group(rank, world_size, meet, events)
 
 
-def crash_after_joining(rank, path, timeout) -> None:
+def crash_after_joining(rank: int, path: str, timeout: float) -> None:
     """Join, then die without clean-up, as a job killed by its scheduler or by OOM does."""
-    wait = timedelta(seconds=timeout)
-    dist.init_process_group(
-        "gloo", init_method=f"file://{path}", rank=rank, world_size=2, timeout=wait
-    )
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=timeout))
     dist.barrier()  # both ranks have joined and written their keys
     say(rank, "joined; now killed with SIGKILL")
-    os.kill(
-        os.getpid(), signal.SIGKILL
-    )  # no destroy_process_group, no FileStore clean-up
+    os.kill(os.getpid(), signal.SIGKILL)  # no destroy_process_group, no FileStore clean-up
 
 
 def demo_benchmark(args, events: Events) -> int:
-    """Time to rendezvous for each route and world size, each job on a fresh port/file."""
+    """Time to rendezvous for each route and world size, each job on a fresh port and file."""
     for method in args.methods:
         for world_size in args.world_sizes:
-            folder = tempfile.mkdtemp(prefix="rendezvous-")
-            code = run_job(
-                args, events, method=method, world_size=world_size,
-                port=free_port(args.address), path=os.path.join(folder, "store"),
-            )  # fmt: skip
+            code = run_job(world_size, rendezvous_of(args, method, fresh=True), events)
             if code:
                 return code
     return 0
@@ -309,63 +290,78 @@ def port_number(text: str) -> int:
 
 
 def parse_args(argv=None):
-    parser = Parser(
-        prog="python -m workers.init_methods", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("demo", choices=DEMOS, nargs="?", default="join")
-    parser.add_argument("--method", nargs="+", choices=METHODS, default=["env"],
-                        help="rendezvous route(s), run one after the other (default env)")  # fmt: skip
-    parser.add_argument("--store", choices=["tcp", "file"], default="tcp",
-                        help="which store --method store builds (default tcp)")  # fmt: skip
-    parser.add_argument(
-        "--world-size", type=positive_int, default=2, help="ranks (default 2)"
-    )
-    parser.add_argument("--address", default="127.0.0.1",
-                        help="where rank 0's store listens (default 127.0.0.1, loopback only)")  # fmt: skip
-    parser.add_argument("--port", default=os.environ.get("MASTER_PORT"),
-                        help="store port (default $MASTER_PORT, else a free one)")  # fmt: skip
-    parser.add_argument("--file", metavar="PATH",
-                        help="rendezvous file for file routes (default: a fresh temporary path)")  # fmt: skip
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS,
-                        help="benchmark: routes to time (default all)")  # fmt: skip
-    parser.add_argument("--world-sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8],
-                        help="benchmark: world sizes to time (default 1 2 4 8)")  # fmt: skip
-    add_common_options(parser, timeout=30)
+    parser = Parser(prog="python -m workers.init_methods", description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    join = demos.add_parser("join", help="join a group by each route, one job per route")
+    store = demos.add_parser("store", help="use the store directly: set, get, add, wait, ...")
+    missing = demos.add_parser("missing-rank", help="a job with one rank that never starts")
+    busy = demos.add_parser("port-in-use", help="the store's port is taken")
+    leftover = demos.add_parser("leftover-file", help="reuse a killed job's rendezvous file")
+    benchmark = demos.add_parser("benchmark", help="time every route for several world sizes")
+    for demo in (join, missing):
+        demo.add_argument("--method", nargs="+", choices=METHODS, default=["env"],
+                          help="rendezvous route(s), one job after the other (default env)")
+    join.add_argument("--store", choices=["tcp", "file"], default="tcp",
+                      help="which store --method store builds (default tcp)")
+    for demo in (join, store, missing):
+        demo.add_argument("--world-size", type=positive_int, default=2,
+                          help="ranks (default 2; under torchrun: its WORLD_SIZE)")
+    for demo in (join, store, missing, busy):
+        demo.add_argument("--address", default="127.0.0.1",
+                          help="where rank 0's store listens (default 127.0.0.1: loopback only)")
+        demo.add_argument("--port", default=os.environ.get("MASTER_PORT"),
+                          help="the store's port (default $MASTER_PORT, else a free one)")
+    for demo in (join, missing, leftover):
+        demo.add_argument("--file", metavar="PATH",
+                          help="rendezvous file of the file routes (default: a fresh path)")
+    benchmark.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS,
+                           help="routes to time (default all)")
+    benchmark.add_argument("--world-sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8],
+                           help="world sizes to time (default 1 2 4 8)")
+    for demo in (join, store, missing, busy, leftover, benchmark):
+        add_common_options(demo, timeout=30)
     args = parser.parse_args(argv)
+    check(parser, args)
+    return args
 
-    if args.world_size > 64 or max(args.world_sizes) > 64:
-        parser.error("at most 64 ranks on one machine")
-    if args.demo == "missing-rank" and args.world_size < 2:
-        parser.error("missing-rank needs --world-size of at least 2")
+
+def check(parser, args) -> None:
+    """What argparse cannot see: sizes, a usable port, address and rendezvous file."""
+    if args.demo in ("join", "store", "missing-rank"):
+        least = 2 if args.demo == "missing-rank" else 1
+        args.world_size = world_size_from(parser, args, least)
+    for world_size in getattr(args, "world_sizes", []):
+        check_world_size(parser, world_size)
+    args.address = getattr(args, "address", "127.0.0.1")
     try:
-        args.port = port_number(args.port) if args.port else None
+        args.port = port_number(args.port) if getattr(args, "port", None) else None
     except ValueError:
-        parser.error(
-            f"argument --port: expected a number from 1 to 65535, got {args.port!r}"
-        )
-    if (
-        not from_torchrun()
-    ):  # every rank runs here, so the address must be this machine's
+        parser.error(f"argument --port: expected a number from 1 to 65535, got {args.port!r}")
+    if not started_as_rank():  # every rank runs here, so the address must be this machine's
         try:
             args.port = args.port or free_port(args.address)
         except OSError as error:
-            parser.error(
-                f"argument --address: cannot bind to {args.address!r}: {error.strerror}"
-            )
-    if args.file is None:
+            parser.error(f"argument --address: cannot bind to {args.address!r}: {error.strerror}")
+    if getattr(args, "file", None) is None:
         args.file = os.path.join(tempfile.mkdtemp(prefix="rendezvous-"), "store")
     folder = os.path.dirname(os.path.abspath(args.file))
     if not os.access(folder, os.W_OK):
         parser.error(f"argument --file: cannot create a file in {folder}")
     if os.path.exists(args.file):
-        parser.error(f"argument --file: {args.file} already exists (a leftover of an "
-                     "earlier job?); delete it or choose a fresh path")  # fmt: skip
-    return args
+        parser.error(f"argument --file: {args.file} already exists (a leftover of an earlier "
+                     "job?); delete it or choose a fresh path")
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     events = open_events(args.events)
+    if started_as_rank():  # torchrun started this process as one rank: just be that rank
+        if args.demo != "join":
+            fail(f"under torchrun only the join demo runs, not {args.demo}")
+        # gloo, whatever the machine: rendezvous is the lesson here, not the backend
+        job = Job(args.world_size, "gloo", "env://", args.timeout, started_as_rank=True)
+        join_under_torchrun(int(os.environ["RANK"]), job, events)
+        return 0
     return DEMOS[args.demo](args, events)
 
 

@@ -1,14 +1,19 @@
-"""What every worker process uses: labelled printing, event records, and a strict CLI.
+"""What every worker process uses: labelled printing, event records, a strict command line,
+free ports, and starting ranks.
 
 Everything here is small on purpose, so a chapter's worker reads top to bottom:
 
 * ``say(rank, text)`` prints ``[rank r] text``; ``say_main(text)`` prints ``[main] text``
   for the process that started the others. The runner sorts lines into ranks by these prefixes.
 * ``Events(path).emit(rank, "name", ...)`` appends one JSON object per line to ``path``
-  (``{"rank": 0, "t": <time.time()>, "event": "name", ...}``); an event with ``t_end`` is a span.
-  ``Events(None)`` records nothing, so workers call ``emit`` unconditionally.
+  (``{"rank": 0, "t": <time.time()>, "event": "name", ...}``); an event with ``t_end`` is a span,
+  and ``with events.span(rank, "name"):`` records one around a block. ``Events(None)`` records
+  nothing, so workers record unconditionally.
 * ``Parser`` is an ``argparse.ArgumentParser`` whose errors are one line and exit code 2;
   ``fail(text)`` ends a worker the same way for a mistake argparse cannot see.
+* ``launch(rank_fn, args, n, timeout)`` runs ``rank_fn(rank, *args)`` in ``n`` processes.
+
+Nothing here imports the notebook side (``runner``, ``render``): imports run one way.
 """
 
 from __future__ import annotations
@@ -16,10 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
+import threading
 import time
+from contextlib import contextmanager
 
 MAIN = "main"  # the label of the process that starts the others
+MOST_PROCESSES = 64  # the most ranks or processes a worker starts on one machine
 
 
 def _write_line(text: str) -> None:
@@ -46,17 +55,10 @@ class Events:
     def __init__(self, path: str | None):
         self.path = path
 
-    def emit(
-        self, rank: int | str, event: str, t: float | None = None, **fields
-    ) -> None:
+    def emit(self, rank: int | str, event: str, t: float | None = None, **fields) -> None:
         if not self.path:
             return
-        record = {
-            "rank": rank,
-            "t": time.time() if t is None else t,
-            "event": event,
-            **fields,
-        }
+        record = {"rank": rank, "t": time.time() if t is None else t, "event": event, **fields}
         line = (json.dumps(record) + "\n").encode()
         # O_APPEND + one write: records from concurrent processes stay whole.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -64,6 +66,16 @@ class Events:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+    @contextmanager
+    def span(self, rank: int | str, event: str, **fields):
+        """Record the block as one event from its start to its end.
+
+        The block may add fields to the dict it is given (a value it computed, say).
+        """
+        begin = time.time()
+        yield fields
+        self.emit(rank, event, t=begin, t_end=time.time(), **fields)
 
 
 def first_line(error: BaseException) -> str:
@@ -91,16 +103,14 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number, got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
 def positive_float(text: str) -> float:
-    """argparse type: a number of seconds above 0."""
+    """argparse type: a number above 0 (seconds, a learning rate)."""
     try:
         value = float(text)
     except ValueError:
@@ -111,16 +121,11 @@ def positive_float(text: str) -> float:
 
 
 def add_common_options(parser: argparse.ArgumentParser, timeout: float) -> None:
-    """The options every worker shares: ``--events PATH`` and ``--timeout SECONDS``."""
+    """The options every demo has: ``--events PATH`` and ``--timeout SECONDS``."""
+    parser.add_argument("--events", metavar="PATH", help="append one JSON event per line to PATH")
     parser.add_argument(
-        "--events", metavar="PATH", help="append one JSON event per line to PATH"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=positive_float,
-        default=timeout,
-        metavar="SECONDS",
-        help=f"longest wait for any child or peer (default {timeout:g})",
+        "--timeout", type=positive_float, default=timeout, metavar="SECONDS",
+        help=f"longest wait for any process or peer (default {timeout:g})",
     )
 
 
@@ -135,50 +140,36 @@ def open_events(path: str | None) -> Events:
     return Events(path)
 
 
-def from_torchrun() -> tuple[int, int] | None:
-    """``(rank, world_size)`` when this process was started by torchrun, else None.
-
-    torchrun (and any launcher that follows its contract) sets RANK, LOCAL_RANK and
-    WORLD_SIZE for every process it starts, with MASTER_ADDR and MASTER_PORT of its store.
-    """
-    if "RANK" in os.environ and "LOCAL_RANK" in os.environ:
-        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    return None
+_handed_out: list[int] = []  # recent ports, so two jobs started together never share one
+_handed_out_lock = threading.Lock()
 
 
-LAUNCH_VARIABLES = [
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-    "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS",
-]  # fmt: skip
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago: the OS picks it when binding to port 0."""
+    with _handed_out_lock:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((host, 0))
+                port = sock.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out[:] = (_handed_out + [port])[-64:]
+                return port
 
 
-def launch_environment() -> dict[str, str | None]:
-    """What a launcher told this process: the variables above and every TORCHELASTIC_* one."""
-    found = {name: os.environ.get(name) for name in LAUNCH_VARIABLES}
-    found.update(
-        {k: v for k, v in sorted(os.environ.items()) if k.startswith("TORCHELASTIC_")}
-    )
-    return found
-
-
-def launch(
-    rank_fn, args: tuple, world_size: int, timeout: float, preload: tuple = ()
-) -> int:
-    """Run ``rank_fn(rank, *args)`` in ``world_size`` new processes and wait for them all.
+def launch(rank_fn, args: tuple, processes: int, timeout: float, preload: tuple = ()) -> int:
+    """Run ``rank_fn(rank, *args)`` in ``processes`` new processes and wait for them all.
 
     The processes come from a forkserver that has imported torch once, so even eight ranks
     start in a fraction of a second (the start-methods chapter measures why). Returns 0 when
-    every rank exited with 0. When one fails, the others are stopped and 1 is returned; so
+    every process exited with 0. When one fails, the others are stopped and 1 is returned; so
     they are when they outlive ``timeout``. Either way one line says what happened.
     ``preload`` names more modules to import once in the forkserver instead of in every rank.
     """
     import torch.multiprocessing as mp
 
-    mp.get_context("forkserver").set_forkserver_preload(
-        ["torch", "torch.distributed", *preload]
-    )
+    mp.get_context("forkserver").set_forkserver_preload(["torch", "torch.distributed", *preload])
     ranks = mp.start_processes(
-        rank_fn, args=args, nprocs=world_size, join=False, start_method="forkserver"
+        rank_fn, args=args, nprocs=processes, join=False, start_method="forkserver"
     )
     return wait_for(ranks, timeout)
 
@@ -200,14 +191,8 @@ def wait_for(ranks, timeout: float) -> int:
                     process.kill()
                 return 1
     except mp.ProcessExitedException as error:  # start_processes stopped the others
-        how = (
-            f"signal {error.signal_name}"
-            if error.signal_name
-            else f"code {error.exit_code}"
-        )
-        say_main(
-            f"rank {error.error_index} exited with {how}; the other ranks were stopped"
-        )
+        how = f"signal {error.signal_name}" if error.signal_name else f"code {error.exit_code}"
+        say_main(f"rank {error.error_index} exited with {how}; the other ranks were stopped")
         return 1
     except mp.ProcessRaisedException as error:
         say_main(
@@ -230,33 +215,3 @@ def raised_line(traceback_text: str) -> str:
         if line.strip() and not line.startswith(" "):
             return line.strip()
     return lines[-1].strip() if lines else "an exception"
-
-
-def pick_backend(requested: str, local_ranks: int) -> str:
-    """``auto``: nccl when every rank on this machine can have a GPU of its own, else gloo.
-
-    Asking for nccl without enough GPUs ends the worker with one line saying so.
-    """
-    import torch
-    import torch.distributed as dist
-
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    nccl_possible = dist.is_nccl_available() and gpus >= local_ranks
-    if requested == "auto":
-        return "nccl" if nccl_possible else "gloo"
-    if requested == "nccl" and not nccl_possible:
-        fail(
-            f"--backend nccl needs one GPU per rank: {local_ranks} ranks here, {gpus} GPUs visible"
-        )
-    return requested
-
-
-def rank_device(backend: str, local_rank: int):
-    """The device a rank's tensors live on: its own GPU under nccl, else the CPU."""
-    import torch
-
-    if backend == "nccl":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)  # before any collective: one GPU per rank
-        return device
-    return torch.device("cpu")

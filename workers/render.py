@@ -1,26 +1,28 @@
-"""How a run looks on the page: the rank-labelled output block and the per-rank timeline.
+"""How a run looks on the page: the live output while it runs, the rank-labelled block it ends
+as, and the per-rank timeline.
 
-Both are drawn from what really ran: the lines a ``RunResult`` captured, with the second each
-arrived, and the events the ranks recorded with their own clocks.
+Everything is drawn from what really ran: the lines a run captured, with the second each
+arrived, and the events the ranks recorded with their own clocks. This module owns every piece
+of HTML the book shows for a run; it imports nothing from the runner (a result is anything with
+``command``, ``lines``, ``returncode``, ``duration`` and ``timed_out``).
 """
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-    from workers.runner import RunResult
+import itertools
+import os
+import sys
+import time
+from pathlib import Path
 
 # matplotlib's tab10: one colour per rank, the same in the output block and in the plots.
-RANK_COLOURS = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-]  # fmt: skip
+RANK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 MAIN_COLOUR = "#444444"
 UNLABELLED_COLOUR = "#999999"
+REPOSITORY = Path(__file__).resolve().parent.parent
+_run_ids = itertools.count(1)  # each run's block is marked with its own id
 
 
 def source_colour(source: str | int) -> str:
@@ -32,7 +34,7 @@ def source_colour(source: str | int) -> str:
     return MAIN_COLOUR if source == "main" else UNLABELLED_COLOUR
 
 
-def rank_output_html(result: RunResult, title: str | None = None) -> str:
+def rank_output_html(result, run_id: str = "") -> str:
     """Every line in the order it arrived, each with its source's coloured label and its time.
 
     Inline styles only, so the block looks the same in the book, in a downloaded notebook and
@@ -42,39 +44,38 @@ def rank_output_html(result: RunResult, title: str | None = None) -> str:
         outcome = f"killed at its timeout after {result.duration:.2f} s"
     else:
         outcome = f"exit code {result.returncode} after {result.duration:.2f} s"
-    heading = html.escape(command_text(result.command))
-    rows = []
-    for line in result.lines:
-        colour = source_colour(line.source)
-        label = html.escape(line.source or "·")
-        rows.append(
-            f'<div class="rank-line" data-source="{label}" style="display:flex;gap:.6em;'
-            f'border-left:4px solid {colour};padding-left:.4em;line-height:1.35">'
-            f'<span style="min-width:4.2em;color:#fff;background:{colour};border-radius:3px;'
-            f'padding:0 .35em;text-align:center;white-space:nowrap">{label}</span>'
-            f'<span style="min-width:3.6em;opacity:.6;text-align:right">{line.t:5.2f}s</span>'
-            f'<span style="white-space:pre-wrap;word-break:break-word">{html.escape(line.text)}</span></div>'
-        )
+    rows = [_line_html(line) for line in result.lines]
     if not rows:
         rows.append('<div style="opacity:.6">(no output)</div>')
     return (
-        '<div class="rank-output" style="font-family:var(--pst-font-family-monospace,monospace);'
-        'font-size:.82em;border:1px solid rgba(127,127,127,.35);border-radius:6px;padding:.5em .6em;margin:.3em 0">'
-        f'<div class="rank-output-head" style="margin-bottom:.4em;opacity:.8"><code>{heading}</code> '
-        f"&mdash; {html.escape(outcome)}</div>" + "".join(rows) + "</div>"
+        f'<div class="rank-output" data-run="{run_id}" '
+        'style="font-family:var(--pst-font-family-monospace,monospace);font-size:.82em;'
+        'border:1px solid rgba(127,127,127,.35);border-radius:6px;padding:.5em .6em;margin:.3em 0">'
+        '<div class="rank-output-head" style="margin-bottom:.4em;opacity:.8">'
+        f"<code>{html.escape(command_text(result.command))}</code> &mdash; "
+        f"{html.escape(outcome)}</div>" + "".join(rows) + "</div>"
+    )
+
+
+def _line_html(line) -> str:
+    colour = source_colour(line.source)
+    label = html.escape(line.source or "·")
+    return (
+        f'<div class="rank-line" data-source="{label}" style="display:flex;gap:.6em;'
+        f'border-left:4px solid {colour};padding-left:.4em;line-height:1.35">'
+        f'<span style="min-width:4.2em;color:#fff;background:{colour};border-radius:3px;'
+        f'padding:0 .35em;text-align:center;white-space:nowrap">{label}</span>'
+        f'<span style="min-width:3.6em;opacity:.6;text-align:right">{line.t:5.2f}s</span>'
+        '<span style="white-space:pre-wrap;word-break:break-word">'
+        f"{html.escape(line.text)}</span></div>"
     )
 
 
 def command_text(command: list[str]) -> str:
     """``python -m workers.x ...`` as a reader would type it (without the runner's --events)."""
-    import os
-    import sys
-
     program = "python" if command[0] == sys.executable else os.path.basename(command[0])
-    if (
-        program == "bash" and len(command) > 1
-    ):  # a script of the repository: its own path
-        program, command = "", [command[0]] + [_relative(command[1])] + command[2:]
+    if program == "bash" and len(command) > 1:  # a script of the repository: its own path
+        program, command = "", [command[0], _relative(command[1]), *command[2:]]
     shown, skip = [], False
     for arg in command[1:]:
         if skip:
@@ -87,22 +88,79 @@ def command_text(command: list[str]) -> str:
 
 
 def _relative(path: str) -> str:
-    from pathlib import Path
-
-    repository = Path(__file__).resolve().parent.parent
     try:
-        return str(Path(path).relative_to(repository))
+        return str(Path(path).relative_to(REPOSITORY))
     except ValueError:
         return path
+
+
+def live_output(command: list[str], stream: bool | None):
+    """Where a run's lines go while it runs: a notebook display, stdout, or nowhere.
+
+    ``stream=False`` keeps quiet; otherwise a notebook gets a display that shows the last
+    lines as they arrive and ends as the rank-labelled block, and a terminal gets the lines.
+    """
+    if stream is False:
+        return _Quiet()
+    if _in_notebook():
+        return _NotebookDisplay(command)
+    return _Terminal()
+
+
+def _in_notebook() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython else None
+    return shell is not None and hasattr(shell, "kernel")
+
+
+class _Quiet:
+    def add(self, line) -> None:
+        pass
+
+    def finish(self, result) -> None:
+        pass
+
+
+class _Terminal(_Quiet):
+    def add(self, line) -> None:
+        print(f"[{line.source}] {line.text}" if line.source else line.text, flush=True)
+
+
+class _NotebookDisplay:
+    """One display per run: the last lines while it runs, then the finished block in its place."""
+
+    LIVE_LINES = 25
+
+    def __init__(self, command: list[str]):
+        from IPython.display import HTML, display
+
+        self.HTML = HTML
+        self.run_id = f"run-{os.getpid()}-{next(_run_ids)}"
+        self.title = command_text(command)
+        self.recent: list[str] = []
+        self.last_update = 0.0
+        self.handle = display(HTML(self._running_html()), display_id=True)
+
+    def add(self, line) -> None:
+        text = f"[{line.source}] {line.text}" if line.source else line.text
+        self.recent = (self.recent + [text])[-self.LIVE_LINES :]
+        if time.time() - self.last_update > 0.3:  # at most about three updates a second
+            self.last_update = time.time()
+            self.handle.update(self.HTML(self._running_html()))
+
+    def finish(self, result) -> None:
+        self.handle.update(self.HTML(rank_output_html(result, self.run_id)))
+
+    def _running_html(self) -> str:
+        body = html.escape("\n".join(self.recent)) or "starting..."
+        return f"<div><code>{html.escape(self.title)}</code> running...<pre>{body}</pre></div>"
 
 
 def _row_key(rank) -> tuple:
     return (0, 0) if rank == "main" else (1, rank)
 
 
-def timeline(
-    events: list[dict], title: str = "", ax=None, t0: float | None = None
-) -> Figure:
+def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = None):
     """A Gantt chart: one row per rank (``main`` on top), spans as bars, instants as markers.
 
     An event with ``t_end`` is a span from ``t`` to ``t_end``; one without is an instant.
@@ -156,7 +214,7 @@ def timeline(
             )
     ax.set_yticks(range(len(rows)), [r if r == "main" else f"rank {r}" for r in rows])
     for tick, rank in zip(ax.get_yticklabels(), rows):
-        tick.set_color(source_colour(rank if rank != "main" else "main"))
+        tick.set_color(source_colour(rank))
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first event")
     ax.set_title(title)
@@ -180,22 +238,23 @@ def origin_rank(value, world_size: int) -> int | None:
     return rank - 1 if 1 <= rank <= world_size and offset < world_size else None
 
 
-def before_after(
-    records: list[dict], title: str, ax_before, ax_after, world_size: int
-) -> None:
+def before_after(records: list[dict], title: str, ax_before, ax_after, world_size: int) -> None:
     """Draw every rank's tensor before and after one collective, one row per rank.
 
     A value still coloured like a rank came from that rank unchanged; a grey value was
-    computed (a sum, a product, ...). An empty row had nothing (or nothing defined).
+    computed (a sum, a product, ...). An empty row had nothing (or nothing defined); a
+    collective the backend refused says so, with its error.
     """
     # one cell width for both panels, so a value takes the same space before and after
-    width = max(
-        [len(r[key] or []) for r in records for key in ("before", "after")] + [1]
-    )
+    width = max([len(r[key] or []) for r in records for key in ("before", "after")] + [1])
     for ax, key in ((ax_before, "before"), (ax_after, "after")):
         for record in records:
             y = record["rank"]
             values = record[key]
+            if key == "after" and record.get("error"):
+                ax.text(0, y, f"not supported here: {record['error'][:60]}", va="center",
+                        fontsize=8, color="#d62728")
+                continue
             if values is None:
                 ax.text(0, y, "(unspecified)", va="center", fontsize=8, alpha=0.6)
                 continue
@@ -203,8 +262,9 @@ def before_after(
                 origin = origin_rank(value, world_size)
                 colour = source_colour(origin) if origin is not None else "#bbbbbb"
                 ax.add_patch(_cell(i, y, colour))
+                text_colour = "white" if origin is not None else "black"
                 ax.text(i + 0.5, y, f"{value:g}", ha="center", va="center", fontsize=8,
-                        color="white" if origin is not None else "black")  # fmt: skip
+                        color=text_colour)
         ax.set_xlim(0, width)
         ax.set_ylim(world_size - 0.5, -0.5)
         ax.set_yticks(

@@ -8,10 +8,11 @@ the chapter starts it as ``python -m workers.<chapter> ...`` through ``run``, wh
   collide) and ``PYTHONUNBUFFERED=1`` (lines arrive as they are printed);
 * starts the child in its own process session, so the child and everything it starts form one
   process group that can be killed as a whole;
-* streams lines as they arrive: in a notebook into a live display that ends as the rank-labelled
-  block, in a terminal to stdout;
-* enforces a timeout, and on timeout, error or KeyboardInterrupt kills the whole group, so no
-  process is left behind;
+* streams lines as they arrive to a live display (``render.live_output``): in a notebook it
+  ends as the rank-labelled block, in a terminal the lines go to stdout;
+* enforces a timeout, and on timeout, error or Ctrl-C kills the whole group, so no process is
+  left behind (a Ctrl-C while the child starts or while the group is killed waits until that
+  step is done, then stops the run);
 * passes ``--events PATH`` and reads back the JSON events the ranks wrote;
 * checks the outcome: by default exit code 0, else ``WorkerError`` with the last lines of output
   (so a chapter's build fails). A cell that shows a failure on purpose says which exit code and
@@ -25,20 +26,21 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.render import command_text, rank_output_html
+from workers.ranks import free_port
+from workers.render import live_output
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 _LABEL = re.compile(r"^\[(main|rank (\d+))\] ?(.*)$")
-_TAIL = 25  # lines of output quoted in an error, and shown live in a notebook
+_TAIL = 25  # lines of output quoted in an error
 
 
 class WorkerError(RuntimeError):
@@ -62,16 +64,19 @@ class Line:
         return int(self.source[5:]) if self.source.startswith("rank ") else None
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
     command: list[str]
     returncode: int | None  # None when the run was killed at its timeout
     duration: float  # seconds from start to exit (or to the kill)
     lines: list[Line]
     events: list[dict] = field(default_factory=list)
-    port: int = 0
     timed_out: bool = False
     started: float = 0.0  # time.time() at the start, on the clock the events use
+
+    def __repr__(self) -> str:  # short: the output block is already on the page
+        ended = "timed out" if self.timed_out else f"exit code {self.returncode}"
+        return f"<run of {' '.join(self.command[1:3])}: {ended} after {self.duration:.1f} s>"
 
     @property
     def ended(self) -> float:
@@ -99,27 +104,6 @@ class RunResult:
     def tail(self, count: int = _TAIL) -> str:
         return "\n".join(self.output.splitlines()[-count:])
 
-    def _repr_html_(self) -> str:
-        return rank_output_html(self)
-
-
-_handed_out: list[
-    int
-] = []  # recent ports, so two runs started together never share one
-_handed_out_lock = threading.Lock()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago: the OS picks it when binding to port 0."""
-    with _handed_out_lock:
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.bind((host, 0))
-                port = sock.getsockname()[1]
-            if port not in _handed_out:
-                _handed_out[:] = (_handed_out + [port])[-64:]
-                return port
-
 
 def run(
     module: str,
@@ -139,7 +123,6 @@ def run(
     ``expect_output`` is a regular expression that must occur in the output.
     ``stream``: None shows output live (notebook display or stdout); False keeps quiet.
     """
-    port = free_port()
     if module.endswith(".sh"):
         command = ["bash", str(REPOSITORY / module), *map(str, args)]
     else:
@@ -153,84 +136,98 @@ def run(
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
+        "MASTER_PORT": str(free_port()),
+        **(env or {}),
     }
-    child_env.update(env or {})
-    display = _LiveDisplay(command_text(command), stream)
-
-    start = started_at = time.time()
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=child_env,
-        start_new_session=True,  # its own process group: killpg reaches every descendant
-    )
+    display = live_output(command, stream)
     lines: list[Line] = []
     received: queue.Queue = queue.Queue()
-    reader = threading.Thread(
-        target=_read_lines, args=(process.stdout, received), daemon=True
-    )
-    reader.start()
+    process = None
     timed_out = False
+    started = time.time()
     try:
-        deadline = start + timeout
-        leader_exited_at = None
-        while True:
-            try:
-                raw = received.get(timeout=0.1)
-            except queue.Empty:
-                if time.time() >= deadline:
-                    timed_out = process.poll() is None
-                    break
-                if leader_exited_at is None and process.poll() is not None:
-                    leader_exited_at = time.time()
-                # The pipe stays open while anything the child left behind holds it; once the
-                # child itself has exited, a short quiet spell ends the run (leftovers are killed).
-                if (
-                    leader_exited_at is not None
-                    and time.time() - leader_exited_at > 1.0
-                ):
-                    break
-                continue
-            if raw is None:  # the child and all its descendants closed the pipe
-                break
-            _record(raw, start, lines, display)
+        with _interrupt_held_back():  # the child exists only once `process` names it
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=child_env,
+                start_new_session=True,  # its own process group: killpg reaches every descendant
+            )
+        reader = threading.Thread(target=_read_lines, args=(process.stdout, received), daemon=True)
+        reader.start()
+        timed_out = _collect(process, received, started, timeout, lines, display)
     finally:
-        # Runs on success, timeout, error and KeyboardInterrupt alike.
-        _kill_group(process)
-        reader.join(timeout=2)
-    while True:  # lines that arrived while the group was being stopped
-        try:
-            raw = received.get_nowait()
-        except queue.Empty:
-            break
+        # On success, timeout, error and Ctrl-C alike; a second Ctrl-C waits for it to finish.
+        if process is not None:
+            with _interrupt_held_back():
+                _kill_group(process)
+    reader.join(timeout=2)
+    while not received.empty():  # lines that arrived while the group was being stopped
+        raw = received.get_nowait()
         if raw is not None:
-            _record(raw, start, lines, display)
-    duration = time.time() - start
+            _record(raw, started, lines, display)
     result = RunResult(
         command=command,
         returncode=None if timed_out else process.returncode,
-        duration=duration,
+        duration=time.time() - started,
         lines=lines,
         events=_read_events(events_file),
-        port=port,
         timed_out=timed_out,
-        started=started_at,
+        started=started,
     )
     display.finish(result)
     _check(result, module, timeout, expect_returncode, expect_output)
     return result
 
 
-def _check(
-    result: RunResult,
-    module: str,
-    timeout: float,
-    expect_returncode: int,
-    expect_output: str | None,
-) -> None:
+def _collect(process, received, started, timeout, lines, display) -> bool:
+    """Record lines until the child and its descendants are done; True if it timed out."""
+    deadline = started + timeout
+    leader_exited_at = None
+    while True:
+        try:
+            raw = received.get(timeout=0.1)
+        except queue.Empty:
+            if time.time() >= deadline:
+                return process.poll() is None
+            if leader_exited_at is None and process.poll() is not None:
+                leader_exited_at = time.time()
+            # The pipe stays open while anything the child left behind holds it; once the
+            # child itself has exited, a short quiet spell ends the run (leftovers are killed).
+            if leader_exited_at is not None and time.time() - leader_exited_at > 1.0:
+                return False
+            continue
+        if raw is None:  # the child and all its descendants closed the pipe
+            return False
+        _record(raw, started, lines, display)
+
+
+@contextmanager
+def _interrupt_held_back():
+    """Let the block finish before a Ctrl-C (SIGINT) takes effect; deliver it right after.
+
+    Only the main thread may set signal handlers, and a run started from another thread is not
+    interrupted by Ctrl-C; there, and where SIGINT is ignored or left to C code, the block just
+    runs.
+    """
+    if threading.current_thread() is not threading.main_thread() or not callable(
+        signal.getsignal(signal.SIGINT)
+    ):
+        yield
+        return
+    arrived = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if arrived:
+            signal.raise_signal(signal.SIGINT)  # now handled as the caller had it handled
+
+
+def _check(result, module, timeout, expect_returncode, expect_output) -> None:
     if result.timed_out:
         raise WorkerError(
             f"{module} timed out after {timeout:g} s and was killed; last lines:\n{result.tail()}",
@@ -238,12 +235,11 @@ def _check(
         )
     if result.returncode != expect_returncode:
         raise WorkerError(
-            f"{module} exited with code {result.returncode}, expected {expect_returncode}; last lines:\n{result.tail()}",
+            f"{module} exited with code {result.returncode}, expected {expect_returncode}; "
+            f"last lines:\n{result.tail()}",
             result,
         )
-    if expect_output is not None and not re.search(
-        expect_output, result.output, re.MULTILINE
-    ):
+    if expect_output is not None and not re.search(expect_output, result.output, re.MULTILINE):
         raise WorkerError(
             f"{module}: expected output matching {expect_output!r}; last lines:\n{result.tail()}",
             result,
@@ -256,17 +252,12 @@ def _read_lines(pipe, received: queue.Queue) -> None:
     received.put(None)
 
 
-def _record(raw: str, start: float, lines: list[Line], display: _LiveDisplay) -> None:
-    line = _parse(raw, time.time() - start)
+def _record(raw: str, started: float, lines: list[Line], display) -> None:
+    match = _LABEL.match(raw)
+    t = time.time() - started
+    line = Line(t, match.group(1), match.group(3)) if match else Line(t, "", raw)
     lines.append(line)
     display.add(line)
-
-
-def _parse(raw: str, t: float) -> Line:
-    match = _LABEL.match(raw)
-    if not match:
-        return Line(t, "", raw)
-    return Line(t, match.group(1), match.group(3))
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -298,56 +289,6 @@ def _read_events(path: str | None) -> list[dict]:
     finally:
         os.unlink(path)
     return sorted(records, key=lambda record: record["t"])
-
-
-def _in_notebook() -> bool:
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython else None
-    return shell is not None and hasattr(shell, "kernel")
-
-
-class _LiveDisplay:
-    """Shows output while it arrives; in a notebook the same display ends as the rendered block."""
-
-    def __init__(self, title: str, stream: bool | None):
-        self.enabled = stream is not False
-        self.notebook = self.enabled and _in_notebook()
-        self.title = title
-        self.recent: list[str] = []
-        self.last_update = 0.0
-        self.handle = None
-        if self.notebook:
-            from IPython.display import HTML, display
-
-            self.handle = display(HTML(self._running_html()), display_id=True)
-
-    def add(self, line: Line) -> None:
-        if not self.enabled:
-            return
-        text = f"[{line.source}] {line.text}" if line.source else line.text
-        if not self.notebook:
-            print(text, flush=True)
-            return
-        self.recent = (self.recent + [text])[-_TAIL:]
-        if (
-            time.time() - self.last_update > 0.3
-        ):  # throttle updates of the notebook display
-            self.last_update = time.time()
-            from IPython.display import HTML
-
-            self.handle.update(HTML(self._running_html()))
-
-    def finish(self, result: RunResult) -> None:
-        if self.notebook:
-            from IPython.display import HTML
-
-            self.handle.update(HTML(rank_output_html(result)))
-
-    def _running_html(self) -> str:
-        import html
-
-        body = html.escape("\n".join(self.recent)) or "starting..."
-        return f"<div><code>{html.escape(self.title)}</code> running...<pre>{body}</pre></div>"
 
 
 class capture_child_output:

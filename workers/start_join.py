@@ -4,20 +4,26 @@
     python -m workers.start_join no-join
     python -m workers.start_join daemon
     python -m workers.start_join exit-codes
+    python -m workers.start_join fail
 
 Each child "works" by sleeping; the first child started works longest, so the order in
 which children finish need not be the order in which they started.
+
+Nothing here touches a tensor, so this module uses Python's own ``multiprocessing``;
+``torch.multiprocessing`` is a drop-in replacement that behaves the same for everything below
+(what it adds, tensors in shared memory, is the Hogwild chapter's subject). Without PyTorch to
+import, a spawned child starts in a fraction of a second.
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import sys
 import time
 
-import torch.multiprocessing as mp
-
 from workers.ranks import (
+    MOST_PROCESSES,
     Events,
     Parser,
     add_common_options,
@@ -29,26 +35,19 @@ from workers.ranks import (
 )
 
 
-def work(rank: int, seconds: float, events: Events, started=None) -> None:
+def work(rank: int, seconds: float, events: Events) -> None:
     """What every child runs: say hello, work for ``seconds``, say goodbye."""
-    begin = time.time()
     say(rank, f"started (pid {os.getpid()}), working for {seconds:.1f} s")
-    if started is not None:
-        started.wait()  # tells the parent this child is running (the daemon demo)
-    time.sleep(seconds)
+    with events.span(rank, "child working"):
+        time.sleep(seconds)
     say(rank, "finished")
-    events.emit(rank, "child working", t=begin, t_end=time.time())
 
 
-def start_children(
-    ctx, processes: int, step: float, events: Events, daemon: bool = False, started=None
-):
+def start_children(ctx, processes: int, step: float, events: Events):
     children = []
     for rank in range(processes):
         seconds = step * (processes - rank)  # the first one started works longest
-        child = ctx.Process(
-            target=work, args=(rank, seconds, events, started), daemon=daemon
-        )
+        child = ctx.Process(target=work, args=(rank, seconds, events))
         events.emit("main", "start()", child=rank)
         child.start()
         children.append(child)
@@ -60,22 +59,14 @@ def demo_join(ctx, args, events: Events) -> int:
     alive = [child.is_alive() for child in children]
     say_main(f"started {len(children)} children; is_alive() = {alive}")
     for rank, child in enumerate(children):
-        begin = time.time()
-        # join() returns when the child has exited, or at the timeout
-        child.join(timeout=args.timeout)
-        events.emit("main", "join()", t=begin, t_end=time.time(), child=rank)
+        with events.span("main", "join()", child=rank):
+            child.join(timeout=args.timeout)  # returns when the child has exited, or at the timeout
         if child.is_alive():
-            say_main(
-                f"child {rank} still running after {args.timeout:g} s: terminating all"
-            )
+            say_main(f"child {rank} still running after {args.timeout:g} s: terminating all")
             for other in children:
                 other.terminate()
             return 1
-        waited = time.time() - begin
-        say_main(
-            f"join() on child {rank} returned after {waited:.2f} s: "
-            f"exitcode {child.exitcode}"
-        )
+        say_main(f"join() on child {rank} returned: exitcode {child.exitcode}")
     failed = [rank for rank, child in enumerate(children) if child.exitcode != 0]
     if failed:
         say_main(f"children {failed} failed")
@@ -89,15 +80,25 @@ def demo_no_join(ctx, args, events: Events) -> int:
     say_main("not joining: the parent goes on at once, so this line comes first")
     events.emit("main", "parent's code done")
     # Python still waits for non-daemon children when the parent's interpreter exits
-    # (multiprocessing joins them in an exit hook): the run lasts as long as the
-    # slowest child.
+    # (multiprocessing joins them in an exit hook): the run lasts as long as the slowest child.
     return 0
 
 
+def work_as_daemon(rank: int, seconds: float, events: Events, running) -> None:
+    """``work``, telling the parent once it has started: the daemon demo waits for that."""
+    say(rank, f"started (pid {os.getpid()}), working for {seconds:.1f} s")
+    running.release()
+    time.sleep(seconds)
+    say(rank, "finished")  # a daemon child never gets here: its parent leaves first
+
+
 def demo_daemon(ctx, args, events: Events) -> int:
-    started = ctx.Barrier(args.processes + 1)
-    start_children(ctx, args.processes, args.step, events, daemon=True, started=started)
-    started.wait(timeout=args.timeout)  # every child has printed its first line
+    running = ctx.Semaphore(0)
+    for rank in range(args.processes):
+        child_args = (rank, args.seconds, events, running)
+        ctx.Process(target=work_as_daemon, args=child_args, daemon=True).start()
+    for _ in range(args.processes):
+        running.acquire(timeout=args.timeout)  # wait until every child is at work
     say_main("daemon children are running; the parent exits now without join()")
     events.emit("main", "parent's code done")
     # At exit multiprocessing terminates daemon children: none prints "finished".
@@ -130,22 +131,17 @@ def demo_exit_codes(ctx, args, events: Events) -> int:
         ("uncaught exception", end_with_exception, ()),
         ("terminate() by the parent", wait_to_be_terminated, (args.timeout,)),
     ]
-    children = [
-        ctx.Process(target=target, args=target_args)
-        for _, target, target_args in endings
-    ]
+    children = [ctx.Process(target=target, args=target_args) for _, target, target_args in endings]
     for child in children:
         child.start()
     for (how, _, _), child in zip(endings, children):
         if how.startswith("terminate"):
-            time.sleep(args.step)  # let it start before it is stopped
+            time.sleep(0.5)  # let it start before it is stopped
             child.terminate()  # sends SIGTERM
         child.join(timeout=args.timeout)
         if child.is_alive():
             child.kill()
-            say_main(
-                f"a child ending by {how} was still running after {args.timeout:g} s"
-            )
+            say_main(f"a child ending by {how} was still running after {args.timeout:g} s")
             return 1
         say_main(f"{how:<26} -> exitcode {child.exitcode}")
         events.emit("main", "exitcode", how=how, exitcode=child.exitcode)
@@ -161,6 +157,38 @@ def demo_fail(ctx, args, events: Events) -> int:
     return 1 if child.exitcode != 0 else 0
 
 
+def parse_args(argv=None):
+    parser = Parser(prog="python -m workers.start_join", description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    join = demos.add_parser("join", help="start children, then join each of them")
+    no_join = demos.add_parser("no-join", help="start children and never join them")
+    daemon = demos.add_parser("daemon", help="daemon children: terminated when the parent exits")
+    exit_codes = demos.add_parser("exit-codes", help="four ways a child ends, four exit codes")
+    fail = demos.add_parser("fail", help="a child raises; the parent notices and fails")
+    for demo in (join, no_join, daemon):
+        demo.add_argument(
+            "--processes", type=positive_int, default=3, help="children to start (default 3)"
+        )
+    for demo in (join, no_join):
+        demo.add_argument(
+            "--step", type=positive_float, default=0.5, metavar="SECONDS",
+            help="child i works (processes - i) * step seconds (default 0.5)",
+        )
+    daemon.add_argument(
+        "--seconds", type=positive_float, default=5, help="how long each child works (default 5)"
+    )
+    for demo in (join, no_join, daemon, exit_codes, fail):
+        demo.add_argument(
+            "--start-method", choices=mp.get_all_start_methods(), default="spawn",
+            help="how children are started (default spawn: the same on every OS)",
+        )
+        add_common_options(demo, timeout=30)
+    args = parser.parse_args(argv)
+    if getattr(args, "processes", 1) > MOST_PROCESSES:
+        parser.error(f"at most {MOST_PROCESSES} children, got {args.processes}")
+    return args
+
+
 DEMOS = {
     "join": demo_join,
     "no-join": demo_no_join,
@@ -168,37 +196,6 @@ DEMOS = {
     "exit-codes": demo_exit_codes,
     "fail": demo_fail,
 }
-
-
-def parse_args(argv=None):
-    parser = Parser(
-        prog="python -m workers.start_join", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("demo", choices=DEMOS, help="which behaviour to show")
-    parser.add_argument(
-        "--processes",
-        type=positive_int,
-        default=3,
-        help="children to start (default 3)",
-    )
-    parser.add_argument(
-        "--step",
-        type=positive_float,
-        default=0.5,
-        metavar="SECONDS",
-        help="child i works (processes - i) * step seconds (default 0.5)",
-    )
-    parser.add_argument(
-        "--start-method",
-        choices=mp.get_all_start_methods(),
-        default="spawn",
-        help="how children are started (default spawn: the same on every OS)",
-    )
-    add_common_options(parser, timeout=30)
-    args = parser.parse_args(argv)
-    if args.processes > 64:
-        parser.error(f"argument --processes: at most 64 children, got {args.processes}")
-    return args
 
 
 def main(argv=None) -> int:

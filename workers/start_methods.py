@@ -23,6 +23,7 @@ import torch
 import torch.multiprocessing as mp
 
 from workers.ranks import (
+    MOST_PROCESSES,
     Events,
     Parser,
     add_common_options,
@@ -55,38 +56,27 @@ def demo_startup(args, events: Events) -> int:
             label = f"forkserver, preload {','.join(args.forkserver_preload)}"
         started_queue = ctx.SimpleQueue()
         costs = []
-        for rank in range(
-            args.processes
-        ):  # one at a time, so each start is measured alone
+        for rank in range(args.processes):  # one at a time, so each start is measured alone
             child = ctx.Process(target=report_started, args=(rank, started_queue))
             asked = time.time()
             child.start()
             child.join(timeout=args.timeout)
             if child.is_alive() or child.exitcode != 0:
                 child.kill()
-                say_main(
-                    f"{label}: child {rank} did not report within {args.timeout:g} s"
-                )
+                say_main(f"{label}: child {rank} did not report within {args.timeout:g} s")
                 return 1
             _, began = started_queue.get()
             costs.append(began - asked)
-            events.emit(
-                "main", "start-up", t=asked, t_end=began, method=label, process=rank
-            )
-        say_main(
-            f"{label:<10} start-up per process: "
-            + ", ".join(f"{cost * 1000:.0f}" for cost in costs)
-            + f" ms (median {statistics.median(costs) * 1000:.0f} ms)"
-        )
+            events.emit("main", "start-up", t=asked, t_end=began, method=label, process=rank)
+        in_ms = ", ".join(f"{cost * 1000:.0f}" for cost in costs)
+        median = statistics.median(costs) * 1000
+        say_main(f"{label:<10} start-up per process: {in_ms} ms (median {median:.0f} ms)")
     return 0
 
 
 def greet() -> None:
     """A target that a spawned child can find: it lives in an importable module."""
-    say(
-        0,
-        "hello from workers.start_methods.greet, found by name in an importable module",
-    )
+    say(0, "hello from workers.start_methods.greet, found by name in an importable module")
 
 
 # --- inherit: what a child sees of its parent's state ---------------------------------
@@ -122,9 +112,7 @@ def demo_context(args, events: Events) -> int:
     current = mp.get_start_method(allow_none=True)
     say_main(f"get_start_method(allow_none=True) = {current!r}: nothing is set yet")
     mp.set_start_method("spawn")
-    say_main(
-        f"set_start_method('spawn') -> get_start_method() = {mp.get_start_method()!r}"
-    )
+    say_main(f"set_start_method('spawn') -> get_start_method() = {mp.get_start_method()!r}")
     try:
         mp.set_start_method("forkserver")
     except RuntimeError as error:
@@ -132,10 +120,7 @@ def demo_context(args, events: Events) -> int:
     mp.set_start_method("forkserver", force=True)
     say_main(f"set_start_method('forkserver', force=True) -> {mp.get_start_method()!r}")
     ctx = mp.get_context("fork")
-    global_method = mp.get_start_method()
-    say_main(
-        f"get_context('fork') -> {type(ctx).__name__}; global still {global_method!r}"
-    )
+    say_main(f"get_context('fork') -> {type(ctx).__name__}; global still {mp.get_start_method()!r}")
     return 0
 
 
@@ -169,23 +154,18 @@ def demo_fork_with_threads(args, events: Events) -> int:
         trying, took = ctx.Event(), ctx.Event()
         child = ctx.Process(target=take_lock, args=(rank, method, trying, took))
         child.start()
-        trying.wait(
-            timeout=args.timeout
-        )  # start-up (slow under spawn) is not a deadlock
-        begin = time.time()
-        if took.wait(timeout=args.deadlock_after):
-            child.join(timeout=args.timeout)
-            say_main(
-                f"{method:<10} child took the lock and exited with code {child.exitcode}"
-            )
-            verdict = "finished"
-        else:
-            child.kill()
-            child.join()
-            waited = args.deadlock_after
-            say_main(f"{method:<10} child still waiting after {waited:g} s: deadlocked")
-            verdict = "deadlocked"
-        events.emit("main", verdict, t=begin, t_end=time.time(), method=method)
+        trying.wait(timeout=args.timeout)  # start-up (slow under spawn) is not a deadlock
+        with events.span("main", "lock", method=method) as outcome:
+            if took.wait(timeout=args.deadlock_after):
+                child.join(timeout=args.timeout)
+                say_main(f"{method:<10} child took the lock and exited with code {child.exitcode}")
+                outcome["verdict"] = "finished"
+            else:
+                child.kill()
+                child.join()
+                waited = args.deadlock_after
+                say_main(f"{method:<10} child still waiting after {waited:g} s: deadlocked")
+                outcome["verdict"] = "deadlocked"
     return 0
 
 
@@ -201,7 +181,8 @@ def demo_queue_threads(args, events: Events) -> int:
     fed = ctx.Queue()
     fed.put("hello")
     say_main(f"after Queue().put():        {[t.name for t in threading.enumerate()]}")
-    simple.get(), fed.get(timeout=args.timeout)
+    simple.get()
+    fed.get(timeout=args.timeout)  # both emptied before the parent exits
     return 0
 
 
@@ -211,11 +192,8 @@ def demo_queue_threads(args, events: Events) -> int:
 def use_cuda(rank: int, method: str) -> None:
     try:
         value = torch.ones(1, device="cuda") * 2
-        say(
-            rank,
-            f"{method:<10} child: CUDA works, got {value.item():g} "
-            f"from {torch.cuda.get_device_name()}",
-        )
+        name = torch.cuda.get_device_name()
+        say(rank, f"{method:<10} child: CUDA works, got {value.item():g} from {name}")
     except RuntimeError as error:
         say(rank, f"{method:<10} child: RuntimeError: {error}")
         sys.exit(1)
@@ -236,6 +214,40 @@ def demo_cuda_fork(args, events: Events) -> int:
     return 0
 
 
+def parse_args(argv=None):
+    parser = Parser(prog="python -m workers.start_methods", description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    startup = demos.add_parser("startup", help="what one process costs to start, per method")
+    inherit = demos.add_parser("inherit", help="what a child sees of its parent's state")
+    context = demos.add_parser("context", help="set_start_method against get_context")
+    threads = demos.add_parser("fork-with-threads", help="fork while another thread holds a lock")
+    queues = demos.add_parser("queue-threads", help="which queues start a background thread")
+    cuda = demos.add_parser("cuda-fork", help="CUDA in the parent, then fork (needs a GPU)")
+    for demo in (startup, inherit, threads):
+        demo.add_argument(
+            "--methods", nargs="+", choices=ALL_METHODS, default=ALL_METHODS, metavar="METHOD",
+            help=f"start methods to compare, from {ALL_METHODS} (default: all)",
+        )
+    startup.add_argument(
+        "--processes", type=positive_int, default=3,
+        help="processes started, one at a time, per method (default 3)",
+    )
+    startup.add_argument(
+        "--forkserver-preload", nargs="+", default=[], metavar="MODULE",
+        help="modules the forkserver imports once, e.g. torch",
+    )
+    threads.add_argument(
+        "--deadlock-after", type=positive_float, default=2.0, metavar="SECONDS",
+        help="a child still waiting for the lock this long is deadlocked (default 2)",
+    )
+    for demo in (startup, inherit, context, threads, queues, cuda):
+        add_common_options(demo, timeout=30)
+    args = parser.parse_args(argv)
+    if getattr(args, "processes", 1) > MOST_PROCESSES:
+        parser.error(f"at most {MOST_PROCESSES} processes, got {args.processes}")
+    return args
+
+
 DEMOS = {
     "startup": demo_startup,
     "inherit": demo_inherit,
@@ -244,43 +256,6 @@ DEMOS = {
     "queue-threads": demo_queue_threads,
     "cuda-fork": demo_cuda_fork,
 }
-
-
-def parse_args(argv=None):
-    parser = Parser(
-        prog="python -m workers.start_methods", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("demo", choices=DEMOS, help="which behaviour to show")
-    parser.add_argument(
-        "--methods",
-        nargs="+",
-        choices=ALL_METHODS,
-        default=ALL_METHODS,
-        metavar="METHOD",
-        help=f"start methods to compare, from {ALL_METHODS} (default: all)",
-    )
-    parser.add_argument(
-        "--processes",
-        type=positive_int,
-        default=3,
-        help="processes started per method by 'startup' (default 3)",
-    )
-    parser.add_argument(
-        "--deadlock-after",
-        type=positive_float,
-        default=2.0,
-        metavar="SECONDS",
-        help="fork-with-threads: a child still waiting for the lock this long is deadlocked",
-    )
-    parser.add_argument(
-        "--forkserver-preload",
-        nargs="+",
-        default=[],
-        metavar="MODULE",
-        help="startup: modules the forkserver imports once, e.g. torch",
-    )
-    add_common_options(parser, timeout=30)
-    return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,150 @@
+"""The set-up every distributed worker shares, written once.
+
+A distributed demo has one shape wherever it runs:
+
+    job = job_from_args(parser, args)            # world size, backend, where to meet, timeout
+    return run_ranks(job, rank_main, args)       # one process per rank, or this one is a rank
+
+    def rank_main(rank, job, args):
+        with joined(job, rank) as device:        # init_process_group ... destroy_process_group
+            ...the demo...
+
+Started from a shell (``python -m workers.collectives p2p --world-size 4``), ``run_ranks``
+starts the ranks itself and they meet at a ``tcp://`` address on a free loopback port. Started
+by ``torchrun`` (or a script that sets ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``), this process
+*is* one rank, and the ranks meet through ``env://``. The init-methods chapter shows every route.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from workers.ranks import MOST_PROCESSES, fail, free_port, launch, positive_int, say_main
+
+
+@dataclass(frozen=True)
+class Job:
+    """How this job is laid out, decided once from the command line or from the launcher."""
+
+    world_size: int
+    backend: str  # "gloo" or "nccl": --backend auto already resolved
+    init_method: str  # "env://" when started as a rank, else "tcp://127.0.0.1:PORT"
+    timeout: float  # seconds: rendezvous and every collective give up after it
+    started_as_rank: bool  # by torchrun or a launch script, which set RANK and WORLD_SIZE
+
+    def on_fresh_port(self) -> Job:
+        """The same job meeting on a new port: for a second job in the same run."""
+        return replace(self, init_method=f"tcp://127.0.0.1:{free_port()}")
+
+
+def add_job_options(parser, world_size: int = 2) -> None:
+    """``--world-size`` and ``--backend``, the options of every distributed demo."""
+    parser.add_argument(
+        "--world-size", type=positive_int, default=world_size,
+        help=f"ranks to start (default {world_size}; under torchrun: its WORLD_SIZE)",
+    )
+    parser.add_argument(
+        "--backend", choices=["auto", "gloo", "nccl"], default="auto",
+        help="auto (default): nccl when every rank can have a GPU of its own, else gloo",
+    )
+
+
+def job_from_args(parser, args, least: int = 2) -> Job:
+    """The job the command line (or the launcher) describes; a mistake ends with one line."""
+    world_size = world_size_from(parser, args, least)
+    if started_as_rank():
+        init_method = "env://"  # MASTER_ADDR and MASTER_PORT come from the launcher
+    else:
+        init_method = f"tcp://127.0.0.1:{os.environ.get('MASTER_PORT') or free_port()}"
+    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    backend = pick_backend(args.backend, ranks_here)
+    return Job(world_size, backend, init_method, args.timeout, started_as_rank())
+
+
+def started_as_rank() -> bool:
+    """True when a launcher (torchrun, a launch script) started this process as one rank."""
+    return "RANK" in os.environ and "LOCAL_RANK" in os.environ
+
+
+def world_size_from(parser, args, least: int) -> int:
+    """``--world-size``, or the launcher's ``WORLD_SIZE``; checked against what the demo needs."""
+    world_size = int(os.environ["WORLD_SIZE"]) if started_as_rank() else args.world_size
+    check_world_size(parser, world_size, least)
+    return world_size
+
+
+def check_world_size(parser, world_size: int, least: int = 1) -> None:
+    if world_size < least:
+        parser.error(f"this demo needs a world size of at least {least}, got {world_size}")
+    if world_size > MOST_PROCESSES:
+        parser.error(f"at most {MOST_PROCESSES} ranks on one machine, got {world_size}")
+
+
+def pick_backend(requested: str, ranks_here: int) -> str:
+    """``auto``: nccl when every rank on this machine can have a GPU of its own, else gloo.
+
+    Asking for nccl without enough GPUs ends the worker with one line saying so.
+    """
+    import torch
+    import torch.distributed as dist
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    nccl_possible = dist.is_nccl_available() and gpus >= ranks_here
+    if requested == "auto":
+        return "nccl" if nccl_possible else "gloo"
+    if requested == "nccl" and not nccl_possible:
+        fail(f"--backend nccl needs one GPU per rank: {ranks_here} ranks here, {gpus} GPUs")
+    return requested
+
+
+def run_ranks(job: Job, rank_main, *args, preload: tuple = ()) -> int:
+    """``rank_main(rank, job, *args)`` on every rank of the job; 0 when all succeeded.
+
+    Started as a rank, this process runs its own rank. Otherwise it starts one process per
+    rank and stops them all a few seconds after the job's timeout, so a rank's own timeout
+    error is what the reader sees first.
+    """
+    if job.started_as_rank:
+        rank_main(int(os.environ["RANK"]), job, *args)
+        return 0
+    say_main(f"{job.world_size} ranks, backend {job.backend}")
+    return launch(rank_main, (job, *args), job.world_size, job.timeout + 5, preload)
+
+
+@contextmanager
+def joined(job: Job, rank: int, store=None):
+    """Be rank ``rank`` of the job's default process group for the block; yield its device.
+
+    The group is destroyed however the block ends, so a second job in the same process
+    starts clean. ``store`` replaces the init method (the failures chapter needs it).
+    """
+    import torch.distributed as dist
+
+    device = rank_device(job.backend, int(os.environ.get("LOCAL_RANK", rank)))
+    dist.init_process_group(
+        job.backend,
+        init_method=None if store else job.init_method,
+        store=store,
+        rank=rank,
+        world_size=job.world_size,
+        timeout=timedelta(seconds=job.timeout),
+        device_id=device if device.type == "cuda" else None,  # nccl: bind the GPU at once
+    )
+    try:
+        yield device
+    finally:
+        dist.destroy_process_group()
+
+
+def rank_device(backend: str, local_rank: int):
+    """The device a rank's tensors live on: its own GPU under nccl, else the CPU."""
+    import torch
+
+    if backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)  # before any collective: one GPU per rank
+        return device
+    return torch.device("cpu")
