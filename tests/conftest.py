@@ -11,6 +11,7 @@ where the set-up command has just built the book, every chapter executes exactly
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -76,15 +77,19 @@ class BuiltBook:
 @pytest.fixture(scope="session")
 def built_book() -> BuiltBook:
     build_dir = ROOT / "_build"
-    record, why = usable_record(build_dir)
-    if record is None:
-        print(f"building the book: {why}")
-        started = time.time()
-        completed = build(ROOT)
-        assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
-        print(f"built in {time.time() - started:.0f} s")
+    build_dir.mkdir(exist_ok=True)
+    # With pytest -n 2 each worker process has its own session: one builds, the other waits.
+    with open(build_dir / ".build-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         record, why = usable_record(build_dir)
-        assert record is not None, why
+        if record is None:
+            print(f"building the book: {why}")
+            started = time.time()
+            completed = build(ROOT)
+            assert completed.returncode == 0, (completed.stdout + completed.stderr)[-5000:]
+            print(f"built in {time.time() - started:.0f} s")
+            record, why = usable_record(build_dir)
+            assert record is not None, why
     return BuiltBook(build_dir / "html", record)
 
 

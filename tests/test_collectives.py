@@ -76,7 +76,7 @@ def check_every_collective(result, n: int) -> None:
     assert [textbook[("scatter", r)] for r in range(n)] == [[r + 1.0] for r in range(n)]
 
 
-@pytest.mark.parametrize("n", [1, 3, 8])
+@pytest.mark.parametrize("n", [1, 8])
 def test_every_collective_matches_its_definition(n):
     check_every_collective(quiet_run("workers.collectives", "collectives", "--world-size", str(n)),
                            n)
@@ -88,7 +88,7 @@ def test_every_collective_under_torchrun():
     check_every_collective(result, 2)
 
 
-@pytest.mark.parametrize("n", [2, 5])
+@pytest.mark.parametrize("n", [5])
 def test_point_to_point_and_the_token_ring(n):
     result = quiet_run("workers.collectives", "p2p", "--world-size", str(n))
     recv = by_rank(result, "recv")[1]
@@ -101,7 +101,7 @@ def test_point_to_point_and_the_token_ring(n):
     assert all(ring[r]["token"] == sum(range(r + 1)) for r in range(1, n))
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", [3])
 def test_ring_by_hand_equals_all_reduce(n):
     result = quiet_run("workers.collectives", "ring", "--world-size", str(n), "--numel", "1000",
                        "--trials", "1")

@@ -1,5 +1,6 @@
-"""workers.ddp_mnist: shards, the equivalence of one process, hand-written averaging and DDP,
-set_epoch, the checkpoint round trip, a killed rank, the classic mistakes, and bad input."""
+"""workers.ddp_mnist beyond what its chapter runs: the partitioner against DistributedSampler,
+the three modes equal for four ranks, a rank killed mid-training, each demo's --help, and bad
+input."""
 
 from __future__ import annotations
 
@@ -12,95 +13,49 @@ import time
 
 import pytest
 import torch
-from conftest import ROOT, assert_one_line_error, cli, is_running, quiet_run
+from helpers import ROOT, assert_one_line_error, cli_in_process, help_options, is_running, quiet_run
 from torch.utils.data.distributed import DistributedSampler
 
 from workers.ddp_mnist import epoch_order, shard
 from workers.mnist import MnistNet
 
-QUICK = ["--epochs", "1", "--steps-per-epoch", "15"]
-
 
 @pytest.mark.parametrize("size, world_size", [(4000, 2), (4000, 4), (10, 3), (7, 1)])
-def test_shards_are_disjoint_and_cover_the_data(size, world_size):
+def test_shards_are_disjoint_and_match_the_distributed_sampler(size, world_size):
     order = epoch_order(size, seed=0, epoch=3)
     shards = [shard(order, r, world_size) for r in range(world_size)]
     assert sorted(i for s in shards for i in s) == list(range(size))
     if size % world_size == 0:  # then DistributedSampler draws exactly the same shards
         for r in range(world_size):
-            sampler = DistributedSampler(
-                range(size), num_replicas=world_size, rank=r, seed=0
-            )
+            sampler = DistributedSampler(range(size), num_replicas=world_size, rank=r, seed=0)
             sampler.set_epoch(3)
             assert list(sampler) == shards[r]
 
 
-@pytest.fixture(scope="module")
-def three_modes(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("modes")
-    results = {}
-    for mode, extra in [("single", []), ("manual", ["--world-size", "2"]),
-                        ("ddp", ["--world-size", "2"])]:  # fmt: skip
-        path = str(folder / f"{mode}.pt")
-        results[mode] = (
-            quiet_run("workers.ddp_mnist", "--mode", mode, *extra, *QUICK, "--checkpoint", path),
-            torch.load(path, weights_only=True),
-        )  # fmt: skip
-    return results
+def test_one_process_by_hand_and_ddp_agree_for_four_ranks(tmp_path):
+    result = quiet_run("workers.ddp_mnist", "compare", "--world-size", "4",
+                       "--train-images", "400", "--checkpoint-dir", str(tmp_path))
+    weights = {mode: torch.load(tmp_path / f"{mode}.pt", weights_only=True)
+               for mode in ["single", "manual", "ddp"]}
 
+    def largest(a: dict, b: dict) -> float:
+        return max((a[k] - b[k]).abs().max().item() for k in a)
 
-def largest_difference(a: dict, b: dict) -> float:
-    return max((a[k] - b[k]).abs().max().item() for k in a)
-
-
-def test_one_process_by_hand_and_ddp_end_with_the_same_weights(three_modes):
-    weights = {mode: state for mode, (_, state) in three_modes.items()}
-    assert largest_difference(weights["single"], weights["manual"]) < 1e-4
-    assert largest_difference(weights["single"], weights["ddp"]) < 1e-4
+    assert largest(weights["single"], weights["manual"]) < 1e-4
+    assert largest(weights["single"], weights["ddp"]) < 1e-4
     torch.manual_seed(0)
-    initial = MnistNet().state_dict()
-    # and training really moved them: the agreement is not that of untouched weights
-    assert largest_difference(initial, weights["single"]) > 1e-2
-
-
-def test_checkpoint_round_trip(three_modes):
-    result, state = three_modes["ddp"]
-    records = result.events_named("checkpoint")
-    assert sorted(e["rank"] for e in records) == [0, 1]
-    assert all(e["largest_difference"] == 0 for e in records)
-    assert not any(key.startswith("module.") for key in state)
-    model = MnistNet()
-    model.load_state_dict(state)  # strict: every key matches a plain model
-    assert largest_difference(model.state_dict(), state) == 0
-
-
-def test_every_rank_reports_the_same_test_accuracy(three_modes):
-    result, _ = three_modes["ddp"]
-    accuracies = {e["rank"]: e["accuracy"] for e in result.events_named("epoch")}
-    assert accuracies[0] == accuracies[1] and 0.1 < accuracies[0] <= 1
-
-
-def first_samples(result) -> dict[int, list[int]]:
-    return {
-        e["epoch"]: e["first"] for e in result.events_named("order") if e["rank"] == 0
-    }
-
-
-def test_set_epoch_changes_the_order_and_forgetting_it_does_not():
-    args = ["--epochs", "2", "--steps-per-epoch", "1"]
-    right = first_samples(quiet_run("workers.ddp_mnist", *args))
-    wrong = first_samples(
-        quiet_run("workers.ddp_mnist", *args, "--mistake", "no-set-epoch")
-    )
-    assert right[0] != right[1]
-    assert wrong[0] == wrong[1] == right[0]
+    assert largest(MnistNet().state_dict(), weights["single"]) > 1e-2  # training moved them
+    steps = {(e["mode"], e["rank"]) for e in result.events_named("step")}
+    assert steps == {("single", 0)} | {(m, r) for m in ("manual", "ddp") for r in range(4)}
+    accuracies = {e["accuracy"] for e in result.events_named("epoch") if e["mode"] == "ddp"}
+    assert len(accuracies) == 1  # every rank reports the one shared model's accuracy
 
 
 def test_killing_one_rank_ends_the_whole_job(tmp_events):
-    command = [sys.executable, "-m", "workers.ddp_mnist", "--epochs", "50",
-               "--timeout", "30", "--events", str(tmp_events)]  # fmt: skip
+    command = [sys.executable, "-m", "workers.ddp_mnist", "ddp", "--epochs", "50",
+               "--timeout", "30", "--events", str(tmp_events)]
     job = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                           start_new_session=True)  # fmt: skip
+                           start_new_session=True)
     try:
         deadline = time.time() + 60
         events = []
@@ -109,7 +64,7 @@ def test_killing_one_rank_ends_the_whole_job(tmp_events):
             time.sleep(0.2)
             text = tmp_events.read_text() if tmp_events.exists() else ""
             events = [json.loads(line) for line in text.splitlines()]
-        pids = {e["rank"]: e["pid"] for e in events if e["event"] == "started"}
+        pids = {e["rank"]: e["pid"] for e in events if e["event"] == "environment"}
         killed_at = time.time()
         os.kill(pids[1], signal.SIGKILL)
         output, _ = job.communicate(timeout=30)
@@ -124,37 +79,30 @@ def test_killing_one_rank_ends_the_whole_job(tmp_events):
 
 
 @pytest.mark.parametrize(
-    "mistake, message",
+    "demo, options",
     [
-        (
-            "unused-parameter",
-            "Expected to have finished reduction in the prior iteration",
-        ),
-        ("device-ids-on-cpu", "device_ids and output_device arguments only work"),
+        ("single", {"--epochs", "--batch-size", "--lr", "--seed", "--data-root", "--download",
+                    "--train-images", "--checkpoint", "--events", "--timeout"}),
+        ("sampler-order", {"--world-size", "--epochs", "--seed", "--events", "--timeout"}),
     ],
 )
-def test_classic_ddp_mistakes_fail_with_their_message(mistake, message):
-    result = quiet_run("workers.ddp_mnist", "--mistake", mistake, "--epochs", "1",
-                       "--steps-per-epoch", "3", expect_returncode=1)  # fmt: skip
-    last = result.lines_of("main")[-1]
-    assert message in last and "the other ranks were stopped" in last
-
-
-def test_find_unused_parameters_is_the_fix():
-    result = quiet_run("workers.ddp_mnist", "--mistake", "unused-parameter",
-                       "--find-unused-parameters", "--epochs", "1", "--steps-per-epoch", "3")  # fmt: skip
-    assert [e["steps"] for e in result.events_named("epoch")] == [3, 3]
+def test_each_demo_documents_only_its_own_options(demo, options, capsys):
+    completed = cli_in_process("workers.ddp_mnist", demo, "--help", capsys=capsys)
+    assert help_options(completed) == options
 
 
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["--world-size", "3"], "does not split evenly over 3 ranks"),
-        (["--mode", "manual", "--world-size", "1"], "at least 2"),
-        (["--checkpoint", "/no/such/folder/model.pt"], "its folder does not exist"),
-        (["--mode", "single", "--mistake", "no-set-epoch"], "use it with --mode ddp"),
-        (["--lr", "-1"], "must be above 0"),
+        (["ddp", "--world-size", "3"], "does not split evenly over 3 ranks"),
+        (["manual", "--world-size", "1"], "at least 2"),
+        (["ddp", "--checkpoint", "/no/such/folder/model.pt"], "no such folder"),
+        (["compare", "--checkpoint-dir", "/no/such/folder"], "no such folder"),
+        (["compare"], "required: --checkpoint-dir"),
+        (["single", "--world-size", "2"], "unrecognized arguments: --world-size"),
+        (["ddp", "--lr", "-1"], "must be above 0"),
+        (["ddp", "--mode", "ddp"], "unrecognized arguments: --mode"),
     ],
 )
-def test_bad_input_gets_one_line(args, fragment):
-    assert_one_line_error(cli("workers.ddp_mnist", *args), fragment)
+def test_bad_input_gets_one_line(args, fragment, capsys):
+    assert_one_line_error(cli_in_process("workers.ddp_mnist", *args, capsys=capsys), fragment)

@@ -59,17 +59,17 @@ def test_ctrl_c_at_any_moment_stops_the_run_and_leaves_nothing():
     """20 interrupts in a row, spread over a run's life, while two other runs load both cores.
 
     The first ones land while the caller starts the worker (Popen), later ones while the worker
-    imports PyTorch, while its children start, and while they work; every other time Ctrl-C is
+    starts its children, and while they work; every other time Ctrl-C is
     pressed twice, the second landing while the run is being cleaned up. Every time the caller must
     end within seconds, and no process it started may survive: every descendant inherits a
     marker in its environment, and none may be found alive afterwards.
     """
     busy, stop = [], threading.Event()
 
-    def keep_busy():
+    def keep_busy():  # ranks importing torch, then adding and sending 8 MB tensors
         while not stop.is_set():
-            busy.append(quiet_run("workers.start_join", "join", "--processes", "2",
-                                  "--step", "0.5", timeout=60))
+            busy.append(quiet_run("workers.collectives", "ring", "--world-size", "2",
+                                  "--numel", "2000000", "--trials", "10", timeout=60))
 
     loads = [threading.Thread(target=keep_busy) for _ in range(2)]
     for load in loads:
@@ -77,7 +77,7 @@ def test_ctrl_c_at_any_moment_stops_the_run_and_leaves_nothing():
     outcomes = []
     try:
         for interruption in range(20):
-            outcomes.append(interrupt_once(0.25 * interruption, twice=interruption % 2 == 1))
+            outcomes.append(interrupt_once(0.1 * interruption, twice=interruption % 2 == 1))
     finally:
         stop.set()
         for load in loads:

@@ -11,27 +11,24 @@ import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import jupytext
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
-from conftest import ROOT
+from helpers import ROOT, chapters
 from nbclient import NotebookClient
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 
-pytestmark = [
-    pytest.mark.book,
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)"
-    ),
-]
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason="Chromium is not installed (.ci/run installs it)")
 
 
 @pytest.fixture(scope="module")
 def site(built_book):
     """The built HTML, served over HTTP on a free loopback port, as a reader's browser gets it."""
-    html_dir = built_book[0]
+    html_dir = built_book.html
     handler = functools.partial(QuietHandler, directory=str(html_dir))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -100,7 +97,7 @@ def test_the_page_check_catches_a_console_error_and_a_broken_image(site, browser
     html_dir, base = site
     planted = html_dir / "planted-fault.html"
     planted.write_text("<html><body><img src='no-such-image.png'>"
-                       "<script>console.error('planted')</script></body></html>")  # fmt: skip
+                       "<script>console.error('planted')</script></body></html>")
     try:
         found = problems_on(browser, f"{base}/planted-fault.html")
     finally:
@@ -212,35 +209,40 @@ def test_no_broken_internal_links_or_anchors(site):
 
 def test_every_chapter_offers_its_notebook_and_worker(site):
     html_dir, _ = site
-    chapters = [
-        p
-        for p in (ROOT / "workers").glob("*.py")
-        if (ROOT / "book" / f"{p.stem}.md").exists()
-    ]
-    assert len(chapters) >= 9
-    for worker in chapters:
-        soup = BeautifulSoup(
-            (html_dir / "book" / f"{worker.stem}.html").read_text(), "html.parser"
-        )
+    assert len(chapters()) >= 9
+    for name in chapters():
+        soup = BeautifulSoup((html_dir / "book" / f"{name}.html").read_text(), "html.parser")
         links = [a["href"] for a in soup.select(".chapter-downloads a")]
-        assert any(href.endswith(f"{worker.stem}.ipynb") for href in links), worker.stem
-        assert any(href.endswith(f"{worker.stem}.py") for href in links), worker.stem
+        assert any(href.endswith(f"{name}.ipynb") for href in links), name
+        assert any(href.endswith(f"workers/{name}.py") or href.endswith(f"{name}.py")
+                   for href in links), name
         for href in links:
             assert (html_dir / "book" / unquote(href)).resolve().is_file(), href
 
 
-def test_a_downloaded_notebook_executes_end_to_end(site, tmp_path):
+def test_a_downloaded_notebook_is_the_chapter_and_runs_from_another_folder(site, tmp_path):
+    """The download holds the chapter's cells, without outputs, and its code finds the book's
+    modules from any folder. (Its runs are the chapter's own, executed once by the build.)"""
     html_dir, _ = site
-    downloaded = next(html_dir.glob("_downloads/*/start_join.ipynb"))
-    notebook = nbformat.read(downloaded, as_version=4)
-    assert not any(
-        cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"
-    )
-    client = NotebookClient(notebook, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})  # fmt: skip
-    client.execute()  # raises CellExecutionError if any cell fails
-    html = "".join(
-        output.get("data", {}).get("text/html", "")
-        for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
-    )  # fmt: skip
-    assert html.count("rank-output") >= 6
+    downloaded = nbformat.read(next(html_dir.glob("_downloads/*/start_join.ipynb")), as_version=4)
+    source = jupytext.read(ROOT / "book" / "start_join.md")
+    code = [cell.source for cell in downloaded.cells if cell.cell_type == "code"]
+    assert code == [cell.source for cell in source.cells if cell.cell_type == "code"]
+    assert not any(cell.get("outputs") for cell in downloaded.cells if cell.cell_type == "code")
+    imports = "\n".join(line for line in code[0].splitlines()
+                        if line.startswith(("import ", "from ")))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        imports + "\nprint(run.__module__, timeline.__module__)")])
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError if an import fails
+    assert "workers.runner workers.render" in notebook.cells[0].outputs[0]["text"]
+
+
+def test_the_site_root_serves_a_favicon(site):
+    """The root index.html redirects, and a browser asks for /favicon.ico there."""
+    from urllib.request import urlopen
+
+    _, base = site
+    with urlopen(f"{base}/favicon.ico") as response:
+        assert response.status == 200 and response.read(4) == b"\x00\x00\x01\x00"  # ICO

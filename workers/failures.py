@@ -1,19 +1,23 @@
 """When things go wrong: crashed ranks, timeouts, mismatched collectives, uneven inputs,
-elastic restarts and leftover processes, each bounded by a timeout.
+elastic restarts and the pitfalls readers meet most, each bounded by a timeout. (Leftover
+processes are start_join's orphans demo: it needs no PyTorch.)
 
-    python -m workers.failures crash --launcher process|spawn
+    python -m workers.failures crash
     torchrun --standalone --nproc-per-node 2 -m workers.failures crash
-    python -m workers.failures timeout [--monitored]
-    TORCH_DISTRIBUTED_DEBUG=DETAIL python -m workers.failures mismatch
-    python -m workers.failures uneven [--join]
-    torchrun --standalone --nproc-per-node 2 --max-restarts 1 -m workers.failures elastic --checkpoint-dir DIR
-    python -m workers.failures orphans
+    python -m workers.failures timeout
+    python -m workers.failures mismatch
+    python -m workers.failures uneven
+    torchrun --standalone --nproc-per-node 2 --max-restarts 1 -m workers.failures elastic \\
+        --checkpoint-dir DIR
+    python -m workers.failures pitfalls
 
-Every scenario runs two ranks on gloo; --timeout bounds each collective and the whole job.
+Every scenario runs two ranks on gloo; its collectives run in a group whose timeout is
+--collective-timeout, and the whole job has --timeout.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -25,12 +29,12 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn import functional as F
 
+from workers.job import Job, job_from_args, joined, run_ranks
 from workers.ranks import (
     Events,
     Parser,
     add_common_options,
     first_line,
-    from_torchrun,
     launch,
     open_events,
     positive_float,
@@ -39,7 +43,6 @@ from workers.ranks import (
     say_main,
     wait_for,
 )
-from workers.runner import free_port
 
 WORLD_SIZE = 2
 
@@ -61,16 +64,16 @@ def crash(rank: int, group, events: Events, crash_at: int) -> None:
         time.sleep(0.05)
 
 
-def crash_with_bare_processes(args, events: Events, port: int) -> int:
+def crash_with_bare_processes(job: Job, args) -> int:
     """multiprocessing.Process and join(): nobody stops the survivors for you."""
     import torch.multiprocessing as mp
 
     context = mp.get_context("forkserver")
-    ranks = [context.Process(target=rank_main, args=(rank, args, "127.0.0.1", port))
-             for rank in range(WORLD_SIZE)]  # fmt: skip
+    ranks = [context.Process(target=rank_main, args=(rank, job, args))
+             for rank in range(WORLD_SIZE)]
     for process in ranks:
         process.start()
-    deadline = time.time() + args.timeout
+    deadline = time.time() + job.timeout
     for process in ranks:  # join each with what is left of the deadline
         process.join(max(0.0, deadline - time.time()))
     codes = [process.exitcode for process in ranks]
@@ -82,25 +85,32 @@ def crash_with_bare_processes(args, events: Events, port: int) -> int:
     return 0 if codes == [0, 0] else 1
 
 
-def crash_with_spawn(args, events: Events, port: int) -> int:
+def crash_with_spawn(job: Job, args) -> int:
     """mp.spawn: the first failure terminates the others and raises ProcessRaisedException."""
     import torch.multiprocessing as mp
 
-    ranks = mp.spawn(
-        rank_main, args=(args, "127.0.0.1", port), nprocs=WORLD_SIZE, join=False
-    )
-    return wait_for(ranks, args.timeout)
+    ranks = mp.spawn(rank_main, args=(job, args), nprocs=WORLD_SIZE, join=False)
+    return wait_for(ranks, job.timeout)
+
+
+def crash_under_launchers(job: Job, args, events: Events) -> int:
+    for launcher, start in [("bare Process", crash_with_bare_processes),
+                            ("mp.spawn", crash_with_spawn)]:
+        say_main(f"--- {launcher}")
+        began = time.time()
+        code = start(job.on_fresh_port(), args)
+        events.emit("main", "launcher done", launcher=launcher, t=began, t_end=time.time(),
+                    exit_code=code)
+    return 0
 
 
 # --- timeouts and mismatched collectives ---------------------------------------------------
 
 
-def never_arrives(
-    rank: int, group, events: Events, monitored: bool, timeout: float
-) -> None:
+def never_arrives(rank: int, group, events: Events, monitored: bool, timeout: float) -> None:
     """Rank 1 never calls the collective; rank 0 waits until its timeout."""
     if rank == 1:
-        time.sleep(timeout + 2)  # busy elsewhere, or stuck, for longer than the timeout
+        time.sleep(timeout + 0.5)  # busy elsewhere, or stuck, for longer than the timeout
         return
     begin = time.time()
     try:
@@ -110,10 +120,8 @@ def never_arrives(
             dist.all_reduce(torch.ones(1), group=group)
     except RuntimeError as error:
         say(rank, f"gave up after {time.time() - begin:.1f} s: {first_line(error)}")
-        events.emit(
-            rank, "timed out", seconds=time.time() - begin, error=first_line(error)
-        )
-        raise SystemExit(1) from None
+        events.emit(rank, "timed out", monitored=monitored, seconds=time.time() - begin,
+                    error=first_line(error))
 
 
 def mismatch(rank: int, group, events: Events) -> None:
@@ -124,13 +132,22 @@ def mismatch(rank: int, group, events: Events) -> None:
             dist.all_reduce(torch.ones(4), group=group)
         else:
             dist.broadcast(torch.ones(4), src=0, group=group)
+        say(rank, "no error: the mismatch went unnoticed")
     except RuntimeError as error:
         say(rank, f"after {time.time() - begin:.1f} s: {first_line(error)[:400]}")
-        events.emit(
-            rank, "mismatch", seconds=time.time() - begin, error=first_line(error)
-        )
-        raise SystemExit(1) from None
-    say(rank, "no error: the mismatch went unnoticed")
+        events.emit(rank, "mismatch", detail=dist.get_debug_level() == dist.DebugLevel.DETAIL,
+                    seconds=time.time() - begin, error=first_line(error))
+    events.emit(rank, "flight recorder", detail=dist.get_debug_level() == dist.DebugLevel.DETAIL,
+                entries=flight_recorder())
+
+
+def flight_recorder() -> list[dict]:
+    """The last collectives this process started, as PyTorch's flight recorder kept them."""
+    from torch._C._distributed_c10d import _dump_fr_trace_json
+
+    entries = json.loads(_dump_fr_trace_json(includeCollectives=True)).get("entries", [])
+    keep = ("collective_seq_id", "profiling_name", "input_sizes", "state")
+    return [{key: entry.get(key) for key in keep} for entry in entries]
 
 
 # --- uneven inputs -------------------------------------------------------------------------
@@ -148,26 +165,21 @@ def uneven(rank: int, group, events: Events, use_join: bool) -> None:
     begin = time.time()
     steps = 0
     try:
-        with Join(
-            [model], enable=use_join
-        ):  # ranks that run out shadow the others' all-reduces
+        # Ranks that run out of data shadow the others' all-reduces until everyone is done.
+        with Join([model], enable=use_join):
             for batch in batches:
                 optimizer.zero_grad()
                 model(batch).pow(2).mean().backward()
                 optimizer.step()
                 steps += 1
-        dist.barrier(
-            group=group
-        )  # after training, e.g. before rank 0 saves a checkpoint
+        dist.barrier(group=group)  # after training, e.g. before rank 0 saves a checkpoint
     except RuntimeError as error:
-        say(
-            rank,
-            f"after {steps} steps, stuck for {time.time() - begin:.1f} s: {first_line(error)}",
-        )
-        events.emit(rank, "uneven", steps=steps, error=first_line(error))
-        raise SystemExit(1) from None
+        say(rank, f"after {steps} steps, stuck for {time.time() - begin:.1f} s: "
+                  f"{first_line(error)}")
+        events.emit(rank, "uneven", join=use_join, steps=steps, error=first_line(error))
+        return
     say(rank, f"finished all {steps} of its batches")
-    events.emit(rank, "uneven", steps=steps, error=None)
+    events.emit(rank, "uneven", join=use_join, steps=steps, error=None)
 
 
 # --- elastic restart -------------------------------------------------------------------------
@@ -214,11 +226,9 @@ def elastic(rank: int, events: Events, args) -> None:
         if step % args.checkpoint_every == 0:
             if rank == 0:
                 state = {"model": model.module.state_dict(),
-                         "optimizer": optimizer.state_dict(), "step": step}  # fmt: skip
+                         "optimizer": optimizer.state_dict(), "step": step}
                 torch.save(state, checkpoint.with_suffix(".partial"))
-                os.replace(
-                    checkpoint.with_suffix(".partial"), checkpoint
-                )  # never half-written
+                os.replace(checkpoint.with_suffix(".partial"), checkpoint)  # never half-written
             dist.barrier()
     if rank == 0:
         torch.save(model.module.state_dict(), Path(args.checkpoint_dir) / "final.pt")
@@ -226,129 +236,161 @@ def elastic(rank: int, events: Events, args) -> None:
     events.emit(rank, "finished", step=step, attempt=attempt)
 
 
-# --- leftover processes ----------------------------------------------------------------------
+def attempt_store(job: Job):
+    """torchrun's store, with this attempt's keys under a prefix of their own.
+
+    Restarted ranks meet in the same agent store as the failed ones; without the prefix a
+    restarted rank can read its peer's address as the failed attempt left it, and fail with
+    ``Gloo connectFullMesh failed ... Connection refused``.
+    """
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    agent_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                is_master=False, timeout=timedelta(seconds=job.timeout))
+    return dist.PrefixStore(f"attempt-{attempt}", agent_store)
 
 
-def sleeper(seconds: float) -> None:
-    time.sleep(seconds)
+# --- pitfalls readers meet ---------------------------------------------------------------------
 
 
-def orphans(args, events: Events) -> int:
-    """Start two children, report their pids, then wait; the chapter kills only this parent."""
-    import multiprocessing
+def pitfall(rank: int, job: Job, name: str, events: Events) -> None:
+    """One rank of a small job that goes wrong in one of the ways readers report most."""
+    store = None
+    if name == "a network interface that does not exist":
+        os.environ["GLOO_SOCKET_IFNAME"] = "nosuch0"
+    elif name == "each rank chose its own port":
+        port = int(job.init_method.rsplit(":", 1)[1]) + rank  # rank 1 looks on the wrong port
+        job = Job(job.world_size, job.backend, f"tcp://127.0.0.1:{port}", job.timeout, False)
+    begin = time.time()
+    try:
+        with joined(job, rank, store):
+            if name == "a rank returned before the barrier" and rank == 1:
+                say(rank, "returned early, before the barrier")
+                return
+            dist.barrier()
+        say(rank, "got through")
+    except (RuntimeError, OSError) as error:
+        say(rank, f"{type(error).__name__} after {time.time() - begin:.1f} s: "
+                  f"{first_line(error)[:200]}")
+        events.emit(rank, "pitfall", pitfall=name, error=first_line(error),
+                    seconds=time.time() - begin)
 
-    children = [
-        multiprocessing.Process(target=sleeper, args=(args.timeout,)) for _ in range(2)
-    ]
-    for child in children:
-        child.start()
-    say_main(
-        f"parent {os.getpid()} started children {[child.pid for child in children]}"
-    )
-    events.emit(
-        "main", "children", parent=os.getpid(), children=[c.pid for c in children]
-    )
-    for child in children:
-        child.join()
+
+PITFALLS = ["a network interface that does not exist", "each rank chose its own port",
+            "a rank returned before the barrier"]
+
+
+def pitfalls(job: Job, events: Events) -> int:
+    for name in PITFALLS:
+        say_main(f"--- {name}")
+        launch(pitfall, (job.on_fresh_port(), name, events), WORLD_SIZE, job.timeout + 5)
     return 0
 
 
 # --- one rank, from start to finish --------------------------------------------------------
 
 
-@record  # under torchrun: the exception and its traceback go to the agent's error file
-def rank_main(rank: int, args, address: str | None, port: int | None) -> None:
-    # Start-up gets the job's whole timeout: ranks may start seconds apart on a busy machine.
-    startup = timedelta(seconds=args.timeout)
-    if from_torchrun() and args.scenario == "elastic":
-        # Keys of each attempt under their own prefix in the agent's store: without it, a
-        # restarted rank could read its peer's address from the failed attempt (we saw it).
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        agent_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                    is_master=False, timeout=startup)  # fmt: skip
-        dist.init_process_group("gloo", store=dist.PrefixStore(f"attempt-{attempt}", agent_store),
-                                rank=rank, world_size=WORLD_SIZE, timeout=startup)  # fmt: skip
-    elif from_torchrun():
-        dist.init_process_group("gloo", timeout=startup)
-    else:
-        dist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=rank,
-                                world_size=WORLD_SIZE, timeout=startup)  # fmt: skip
+def rank_main(rank: int, job: Job, args) -> None:
     events = Events(args.events)
-    events.emit(rank, "started", pid=os.getpid())
-    try:
-        if args.scenario == "elastic":
+    if getattr(args, "detail", False):  # as TORCH_DISTRIBUTED_DEBUG=DETAIL would, for this job
+        dist.set_debug_level(dist.DebugLevel.DETAIL)
+    store = attempt_store(job) if args.demo == "elastic" else None
+    with joined(job, rank, store):  # start-up keeps the job's timeout: ranks start seconds apart
+        events.emit(rank, "started", pid=os.getpid())
+        if args.demo == "elastic":
             return elastic(rank, events, args)
         # The scenarios' collectives run in a group of the same ranks with a short timeout.
         group = dist.new_group(timeout=timedelta(seconds=args.collective_timeout))
-        if args.scenario == "crash":
+        if args.demo == "crash":
             crash(rank, group, events, args.crash_at_step)
-        elif args.scenario == "timeout":
+        elif args.demo == "timeout":
             never_arrives(rank, group, events, args.monitored, args.collective_timeout)
-        elif args.scenario == "mismatch":
+        elif args.demo == "mismatch":
             mismatch(rank, group, events)
         else:
             uneven(rank, group, events, args.join)
-    finally:
-        dist.destroy_process_group()
 
 
-def parse_args(argv=None):
-    parser = Parser(
-        prog="python -m workers.failures", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("scenario", choices=["crash", "timeout", "mismatch", "uneven", "elastic", "orphans"])  # fmt: skip
-    parser.add_argument("--launcher", choices=["process", "spawn"], default="spawn",
-                        help="crash: start the ranks with bare Process or mp.spawn")  # fmt: skip
-    parser.add_argument("--collective-timeout", type=positive_float, default=2, metavar="SECONDS",
-                        help="timeout of the process group's collectives (default 2)")  # fmt: skip
-    parser.add_argument("--crash-at-step", type=int, default=10, metavar="K",
-                        help="crash and elastic: the step at which rank 1 fails (default 10)")  # fmt: skip
-    parser.add_argument("--monitored", action="store_true",
-                        help="timeout: use monitored_barrier, which names the missing rank")  # fmt: skip
-    parser.add_argument("--join", action="store_true",
-                        help="uneven: wrap the loop in the Join context manager (the fix)")  # fmt: skip
-    parser.add_argument("--steps", type=positive_int, default=30, help="elastic: steps (default 30)")  # fmt: skip
-    parser.add_argument("--checkpoint-every", type=positive_int, default=10, metavar="K",
-                        help="elastic: checkpoint every K steps (default 10)")  # fmt: skip
-    parser.add_argument(
-        "--checkpoint-dir", metavar="DIR", help="elastic: where checkpoints go"
-    )
-    parser.add_argument("--data-root", default=None, metavar="DIR",
-                        help="elastic: MNIST root (default: data/ in the clone)")  # fmt: skip
-    add_common_options(parser, timeout=30)
+def in_turn(job: Job, args, option: str, events: Events) -> int:
+    """The same scenario twice, without and with ``option`` (a fix or a better tool)."""
+    for value in (False, True):
+        setattr(args, option, value)
+        say_main(f"--- {option}={value}")
+        # uneven builds an optimizer, and torch.optim imports torch._dynamo: once, in the server
+        run_ranks(job.on_fresh_port(), rank_main, args, preload=("torch._dynamo",))
+    return 0
+
+
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.failures", description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    helps = {
+        "crash": "rank 1 crashes: under bare Process and mp.spawn, or under torchrun",
+        "timeout": "a collective rank 1 never calls, plain and with monitored_barrier",
+        "mismatch": "all_reduce against broadcast, without and with the DETAIL debug level",
+        "uneven": "one rank has a batch more, without and with Join",
+        "elastic": "torchrun --max-restarts resumes from a checkpoint",
+        "pitfalls": "three mistakes readers report most",
+    }
+    made = {name: demos.add_parser(name, help=text) for name, text in helps.items()}
+    made["crash"].add_argument("--no-record", dest="record", action="store_false",
+                               help="under torchrun: without @record, to see what is lost")
+    for name in ("crash", "elastic"):
+        made[name].add_argument(
+            "--crash-at-step", type=int, default=10, metavar="K",
+            help="the step at which rank 1 fails (default 10)")
+    for name in ("crash", "timeout", "mismatch", "uneven"):
+        made[name].add_argument(
+            "--collective-timeout", type=positive_float, default=1, metavar="SECONDS",
+            help="timeout of the scenario's collectives (default 1)")
+    elastic_demo = made["elastic"]
+    elastic_demo.add_argument("--steps", type=positive_int, default=30, help="default 30")
+    elastic_demo.add_argument("--checkpoint-every", type=positive_int, default=10, metavar="K",
+                              help="checkpoint every K steps (default 10)")
+    elastic_demo.add_argument("--checkpoint-dir", metavar="DIR", required=True,
+                              help="an existing folder for the checkpoints")
+    elastic_demo.add_argument("--data-root", default=None, metavar="DIR",
+                              help="MNIST root (default: data/ in the clone)")
+    for name, demo in made.items():  # the pitfalls' jobs are small: a short rendezvous will do
+        add_common_options(demo, timeout=2 if name == "pitfalls" else 30)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = command_line()
     args = parser.parse_args(argv)
-    torchrun = from_torchrun()
-    if torchrun and torchrun[1] != WORLD_SIZE:
-        parser.error(f"every scenario has exactly {WORLD_SIZE} ranks: use --nproc-per-node {WORLD_SIZE}")  # fmt: skip
-    if args.scenario == "elastic" and not torchrun:
-        parser.error("elastic is about torchrun's restarts: start it with torchrun --max-restarts 1")  # fmt: skip
-    if args.scenario == "elastic":
-        if not args.checkpoint_dir or not os.path.isdir(args.checkpoint_dir):
-            parser.error("elastic needs --checkpoint-dir, an existing folder")
+    events = open_events(args.events)
+    args.backend, args.world_size = "gloo", WORLD_SIZE
+    job = job_from_args(parser, args)
+    if job.world_size != WORLD_SIZE:
+        parser.error(f"every scenario has exactly {WORLD_SIZE} ranks: "
+                     f"use --nproc-per-node {WORLD_SIZE}")
+    if args.demo == "elastic":
+        if not job.started_as_rank:
+            parser.error("elastic is about torchrun's restarts: start it with "
+                         "torchrun --max-restarts 1")
+        if not os.path.isdir(args.checkpoint_dir):
+            parser.error(f"--checkpoint-dir {args.checkpoint_dir}: no such folder")
         if args.data_root is None:
             from workers.mnist import DEFAULT_DATA_ROOT
 
             args.data_root = DEFAULT_DATA_ROOT
-    return args
-
-
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    events = open_events(args.events)
-    torchrun = from_torchrun()
-    if torchrun:
-        rank_main(torchrun[0], args, None, None)
-        return 0
-    if args.scenario == "orphans":
-        return orphans(args, events)
-    port = int(os.environ.get("MASTER_PORT") or free_port())
-    if args.scenario == "crash" and args.launcher == "process":
-        return crash_with_bare_processes(args, events, port)
-    if args.scenario == "crash":
-        return crash_with_spawn(args, events, port)
-    return launch(
-        rank_main, (args, "127.0.0.1", port), WORLD_SIZE, timeout=args.timeout
-    )
+    args.monitored = args.join = args.detail = False  # the plain variant of each scenario
+    if job.started_as_rank:  # torchrun started this process as one rank
+        entry = record(rank_main) if getattr(args, "record", True) else rank_main
+        return run_ranks(job, entry, args)
+    if args.demo == "crash":
+        return crash_under_launchers(job, args, events)
+    if args.demo == "timeout":
+        return in_turn(job, args, "monitored", events)
+    if args.demo == "uneven":
+        return in_turn(job, args, "join", events)
+    if args.demo == "mismatch":
+        return in_turn(job, args, "detail", events)
+    if args.demo == "pitfalls":
+        return pitfalls(job, events)
+    if args.demo == "elastic":
+        parser.error("elastic needs torchrun")
+    return run_ranks(job, rank_main, args)
 
 
 if __name__ == "__main__":

