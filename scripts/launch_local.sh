@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Start NPROC copies of a Python module as one distributed job on this machine, the way the
-# classic launch scripts do: every process gets its RANK and LOCAL_RANK, all share WORLD_SIZE,
-# MASTER_ADDR and MASTER_PORT, and the script waits for every one of them.
+# Start NPROC copies of a Python module as one distributed job on this machine, the way
+# the classic launch scripts do: every process gets its RANK and LOCAL_RANK, all share
+# WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and the script waits for every one of them.
 #
 #   scripts/launch_local.sh NPROC MODULE [ARGS...]
-#   scripts/launch_local.sh 2 workers.ddp_mnist --mode ddp --epochs 1
+#   scripts/launch_local.sh 2 workers.ddp_mnist ddp --epochs 1
 #
 # PYTHON names the interpreter (default: python on the PATH, e.g. an activated virtualenv).
 set -euo pipefail

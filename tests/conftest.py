@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from helpers import ROOT
 
 JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))

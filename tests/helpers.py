@@ -11,7 +11,6 @@ from pathlib import Path
 
 import psutil
 import yaml
-
 from workers.runner import run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from bs4 import BeautifulSoup
+
 from conftest import build
 from helpers import ROOT, chapters
 

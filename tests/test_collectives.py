@@ -9,6 +9,7 @@ import operator
 
 import pytest
 import torch
+
 from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
 
 

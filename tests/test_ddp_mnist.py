@@ -13,11 +13,11 @@ import time
 
 import pytest
 import torch
-from helpers import ROOT, assert_one_line_error, cli_in_process, help_options, is_running, quiet_run
 from torch.utils.data.distributed import DistributedSampler
-
 from workers.ddp_mnist import epoch_order, shard
 from workers.mnist import MnistNet
+
+from helpers import ROOT, assert_one_line_error, cli_in_process, help_options, is_running, quiet_run
 
 
 @pytest.mark.parametrize("size, world_size", [(4000, 2), (4000, 4), (10, 3), (7, 1)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
 
 TORCHRUN = ("torch.distributed.run", "--standalone", "--nproc-per-node", "2")

@@ -9,9 +9,9 @@ import re
 import socket
 
 import pytest
-from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
-
 from workers.ranks import free_port
+
+from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
 
 
 def joined(result) -> dict[tuple[str, int], dict]:

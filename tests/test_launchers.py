@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+
 from helpers import ROOT, assert_one_line_error, cli_in_process, help_options, quiet_run
 
 SHORT = ["--epochs", "1", "--train-images", "200"]

@@ -8,6 +8,8 @@ import json
 import time
 
 import pytest
+from workers.process_groups import subgroup_layout
+
 from helpers import (
     assert_one_line_error,
     cli,
@@ -16,8 +18,6 @@ from helpers import (
     is_running,
     quiet_run,
 )
-
-from workers.process_groups import subgroup_layout
 
 
 def check_groups(result, n: int) -> None:

@@ -15,9 +15,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, is_running, processes_marked, quiet_run
-
 from workers.runner import WorkerError
+
+from helpers import ROOT, is_running, processes_marked, quiet_run
 
 TESTS = str(Path(__file__).resolve().parent)
 PID = re.compile(r"started \(pid (\d+)\)")

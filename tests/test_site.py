@@ -15,8 +15,9 @@ import jupytext
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
-from helpers import ROOT, chapters
 from nbclient import NotebookClient
+
+from helpers import ROOT, chapters
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = ROOT / "_build" / "screenshots"

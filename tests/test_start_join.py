@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from helpers import assert_one_line_error, cli, cli_in_process, help_options, quiet_run
 
 

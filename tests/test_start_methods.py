@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from helpers import assert_one_line_error, cli, cli_in_process, help_options, quiet_run
 
 

@@ -33,10 +33,12 @@ from workers.ranks import (
 )
 
 # PyTorch 2.14 renamed the single-tensor collectives: all_gather_into_tensor became
-# all_gather_single, reduce_scatter_tensor became reduce_scatter_single (the old names still
-# work, with a FutureWarning). On older releases only the old names exist.
-all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+# all_gather_single, reduce_scatter_tensor became reduce_scatter_single (the old names
+# still work, with a FutureWarning). On older releases only the old names exist.
+all_gather_single = (getattr(dist, "all_gather_single", None)
+                     or dist.all_gather_into_tensor)
+reduce_scatter_single = (getattr(dist, "reduce_scatter_single", None)
+                         or dist.reduce_scatter_tensor)
 UNSUPPORTED = (RuntimeError, ValueError, NotImplementedError)  # how a backend says "not me"
 
 
@@ -57,7 +59,7 @@ def recorded(events: Events, rank: int, name: str, before, operation, **fields) 
             record["after"], record["error"] = None, first_line(error)
 
 
-# --- point-to-point ------------------------------------------------------------------------
+# --- point-to-point -----------------------------------------------------------------------
 
 
 def p2p(rank: int, world_size: int, device, events: Events) -> None:
@@ -106,7 +108,7 @@ def p2p(rank: int, world_size: int, device, events: Events) -> None:
     say(rank, f"ring: token is {token.item():g} after passing rank {rank}")
 
 
-# --- collectives ---------------------------------------------------------------------------
+# --- collectives --------------------------------------------------------------------------
 
 REDUCE_OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR"]
 BITWISE = {"BAND", "BOR", "BXOR"}
@@ -173,14 +175,14 @@ def collectives(rank: int, world_size: int, device, events: Events) -> None:
     recorded(events, rank, "all_gather", listed(x), all_gather)
     recorded(events, rank, "all_gather_single", listed(x), all_gather_into_one_tensor)
     recorded(events, rank, "reduce_scatter", listed(x), reduce_scatter, op="SUM")
-    recorded(events, rank, "reduce_scatter_single", listed(x), reduce_scatter_from_one_tensor,
-             op="SUM")
+    recorded(events, rank, "reduce_scatter_single", listed(x),
+             reduce_scatter_from_one_tensor, op="SUM")
     recorded(events, rank, "all_to_all", listed(x), all_to_all)
 
     time.sleep(0.2 * rank)  # arrive at the barrier at different times ...
-    recorded(events, rank, "barrier", [], lambda: dist.barrier() or [])  # ... leave together
+    recorded(events, rank, "barrier", [], lambda: dist.barrier() or [])  # ... leave at once
 
-    # Object collectives pickle arbitrary Python objects: never use them with untrusted peers.
+    # Object collectives pickle any Python object: never use them with untrusted peers.
     config = [{"lr": 0.1, "from": "rank 0"}] if rank == 0 else [None]
     recorded(events, rank, "broadcast_object_list", list(config),
              lambda: dist.broadcast_object_list(config, src=0) or config)
@@ -211,8 +213,8 @@ def all_reduce_with(op: str, rank: int, device, x: torch.Tensor, events: Events)
 
 
 def textbook_examples(rank: int, world_size: int, device, events: Events) -> None:
-    """The small examples most tutorials start with; with four ranks they give
-    p2p -> 1, broadcast -> 2, all_reduce -> 4, gather -> [1, 1, 1, 1], scatter -> [1] ... [4]."""
+    """The small examples most tutorials start with; with four ranks they give p2p -> 1,
+    broadcast -> 2, all_reduce -> 4, gather -> [1, 1, 1, 1], scatter -> [1] ... [4]."""
     if world_size > 1:  # p2p: both start from 0; rank 0 adds 1 and sends it to rank 1
         tensor = torch.zeros(1, device=device)
         if rank == 0:
@@ -221,7 +223,7 @@ def textbook_examples(rank: int, world_size: int, device, events: Events) -> Non
         elif rank == 1:
             dist.recv(tensor, src=0)
         events.emit(rank, "textbook", example="p2p", value=tensor.tolist())
-    tensor = torch.ones(1, device=device)  # broadcast: rank 0 adds 1, everyone gets its value
+    tensor = torch.ones(1, device=device)  # broadcast: rank 0 adds 1; all get its value
     if rank == 0:
         tensor += 1
     dist.broadcast(tensor, src=0)
@@ -230,7 +232,7 @@ def textbook_examples(rank: int, world_size: int, device, events: Events) -> Non
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     events.emit(rank, "textbook", example="all_reduce", value=tensor.tolist())
     ones = [torch.zeros(1, device=device) for _ in range(world_size)] if rank == 0 else None
-    dist.gather(torch.ones(1, device=device), ones, dst=0)  # gather: every rank's one, on rank 0
+    dist.gather(torch.ones(1, device=device), ones, dst=0)  # gather: all the ones, on 0
     if rank == 0:
         events.emit(rank, "textbook", example="gather", value=[t.item() for t in ones])
     tensor = torch.zeros(1, device=device)  # scatter: rank 0 hands i + 1 to rank i
@@ -239,7 +241,7 @@ def textbook_examples(rank: int, world_size: int, device, events: Events) -> Non
     events.emit(rank, "textbook", example="scatter", value=tensor.tolist())
 
 
-# --- ring all-reduce by hand ---------------------------------------------------------------
+# --- ring all-reduce by hand --------------------------------------------------------------
 
 
 def ring_all_reduce(tensor: torch.Tensor, rank: int, world_size: int) -> None:
@@ -266,7 +268,7 @@ def ring_all_reduce(tensor: torch.Tensor, rank: int, world_size: int) -> None:
         chunks[(rank - step) % n].copy_(incoming)
 
 
-def ring(rank: int, world_size: int, device, events: Events, numel: int, trials: int) -> None:
+def ring(rank: int, world_size: int, device, events: Events, numel: int, trials: int):
     numel -= numel % world_size  # equal chunks
     generator = torch.Generator().manual_seed(rank)
     data = torch.randn(numel, generator=generator).to(device)
@@ -295,16 +297,16 @@ def ring(rank: int, world_size: int, device, events: Events, numel: int, trials:
 
 def synchronize(device) -> None:
     if device.type == "cuda":
-        torch.cuda.synchronize(device)  # GPU work is asynchronous: wait before reading the clock
+        torch.cuda.synchronize(device)  # GPU work is asynchronous: wait, then read a clock
 
 
-# --- bandwidth -----------------------------------------------------------------------------
+# --- bandwidth ----------------------------------------------------------------------------
 
 DEFAULT_SIZES = [1 << k for k in range(10, 25, 2)]  # 1 KiB, 4 KiB, ..., 16 MiB
 
 
 def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
-    """all_reduce bandwidth per message size, and the memory-copy bandwidth for reference."""
+    """all_reduce bandwidth per message size, and the memory-copy bandwidth beside it."""
     n = world_size
     for size in sizes:
         t = torch.ones(size // 4, dtype=torch.float32, device=device)
@@ -321,8 +323,8 @@ def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
         algbw = size / median  # bytes per second, as nccl-tests defines it
         busbw = algbw * 2 * (n - 1) / n  # what each link carried: comparable across n
         if rank == 0:
-            say(rank, f"{size:>9} B: {median * 1e6:9.1f} us  algbw {algbw / 1e9:6.2f} GB/s  "
-                      f"busbw {busbw / 1e9:6.2f} GB/s")
+            say(rank, f"{size:>9} B: {median * 1e6:9.1f} us  "
+                      f"algbw {algbw / 1e9:6.2f} GB/s  busbw {busbw / 1e9:6.2f} GB/s")
         events.emit(rank, "bandwidth", size=size, seconds=median, algbw=algbw, busbw=busbw)
     if rank == 0:  # one rank alone, so the copy has the memory to itself
         src = torch.ones(max(sizes) // 4, device=device)
@@ -340,7 +342,7 @@ def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
     dist.barrier()
 
 
-# --- one rank, from start to finish --------------------------------------------------------
+# --- one rank, from start to finish -------------------------------------------------------
 
 
 def rank_main(rank: int, job: Job, args) -> None:
@@ -353,20 +355,23 @@ def rank_main(rank: int, job: Job, args) -> None:
         elif args.demo == "ring":
             ring(rank, job.world_size, device, events, args.numel, args.trials)
         else:
-            bandwidth(rank, job.world_size, device, events, args.sizes, args.warmup, args.trials)
+            bandwidth(rank, job.world_size, device, events, args.sizes, args.warmup,
+                      args.trials)
 
 
 def command_line() -> Parser:
-    parser = Parser(prog="python -m workers.collectives", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m workers.collectives",
+                    description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
-    p2p_demo = demos.add_parser("p2p", help="send/recv, isend/irecv, a token round the ring")
+    p2p_demo = demos.add_parser("p2p", help="send/recv, isend/irecv, a token round a ring")
     every = demos.add_parser("collectives", help="every collective, before and after")
-    ring_demo = demos.add_parser("ring", help="a ring all-reduce by hand against the library's")
-    bandwidth_demo = demos.add_parser("bandwidth", help="all_reduce bandwidth per message size")
+    ring_demo = demos.add_parser("ring", help="a ring all-reduce by hand, and the library")
+    bandwidth_demo = demos.add_parser("bandwidth", help="all_reduce bandwidth per size")
     ring_demo.add_argument("--numel", type=positive_int, default=1 << 20,
                            help="floats in the tensor (default 1M = 4 MB)")
-    bandwidth_demo.add_argument("--sizes", type=positive_int, nargs="+", default=DEFAULT_SIZES,
-                                metavar="BYTES", help="message sizes (default 1 KiB ... 16 MiB)")
+    bandwidth_demo.add_argument("--sizes", type=positive_int, nargs="+",
+                                default=DEFAULT_SIZES, metavar="BYTES",
+                                help="message sizes (default 1 KiB ... 16 MiB)")
     bandwidth_demo.add_argument("--warmup", type=int, default=2,
                                 help="untimed runs first (default 2)")
     for demo, trials in ((ring_demo, 3), (bandwidth_demo, 5)):

@@ -9,9 +9,9 @@
     torchrun --standalone --nproc-per-node 2 -m workers.ddp_mnist ddp
 
 All three ways of training see the same data in the same order for the same --seed: the
-single process takes global batches of --batch-size images, and with N ranks each rank takes
-its share, --batch-size / N images, of the same global batch. So they compute the same thing,
-and the chapter checks that they end with the same weights.
+single process takes global batches of --batch-size images, and with N ranks each rank
+takes its share, --batch-size / N images, of the same global batch. So they compute the
+same thing, and the chapter checks that they end with the same weights.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from workers.ranks import (
     say_main,
 )
 
-# --- part 1: data parallelism by hand ------------------------------------------------------
+# --- part 1: data parallelism by hand -----------------------------------------------------
 
 
 def epoch_order(size: int, seed: int, epoch: int) -> list[int]:
@@ -72,12 +72,12 @@ def average_gradients(model: nn.Module, world_size: int) -> None:
         parameter.grad /= world_size
 
 
-# --- training, in every mode ---------------------------------------------------------------
+# --- training, in every mode --------------------------------------------------------------
 
 
 def train(model: nn.Module, mode: str, rank: int, world_size: int, args, device,
           events: Events) -> None:
-    """Train ``model`` (under DDP for mode "ddp") on this rank's share of every global batch."""
+    """Train ``model`` (DDP-wrapped for mode "ddp") on this rank's share of each batch."""
     train_set, test_set = mnist_datasets(args.data_root, args.train_images)
     per_rank_batch = args.batch_size // world_size
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
@@ -107,7 +107,8 @@ def train(model: nn.Module, mode: str, rank: int, world_size: int, args, device,
             step += 1
         accuracy = evaluate(model, test_set, rank, world_size, device)
         if rank == 0:
-            say(rank, f"epoch {epoch}: loss {loss.item():.3f}, test accuracy {accuracy:.2%}")
+            say(rank, f"epoch {epoch}: loss {loss.item():.3f}, test accuracy "
+                      f"{accuracy:.2%}")
         events.emit(rank, "epoch", mode=mode, epoch=epoch, steps=step, accuracy=accuracy)
 
 
@@ -129,11 +130,11 @@ def evaluate(model, test_set, rank: int, world_size: int, device) -> float:
 def save_and_reload(model, path: str, rank: int, world_size: int, device, events) -> None:
     """Rank 0 writes the checkpoint; every rank reads it back onto its own device."""
     if rank == 0:
-        torch.save(model.state_dict(), path)  # the plain module's weights: no "module." prefix
+        torch.save(model.state_dict(), path)  # the plain module's weights: no "module."
         say(rank, f"saved {path}")
     if world_size > 1:
         dist.barrier()  # nobody reads before rank 0 has finished writing
-    # map_location: a tensor saved from cuda:0 would otherwise load onto cuda:0 on every rank
+    # map_location: a tensor saved from cuda:0 would else load onto cuda:0 on every rank
     loaded = torch.load(path, map_location=device, weights_only=True)
     largest = max((loaded[k] - v).abs().max().item() for k, v in model.state_dict().items())
     say(rank, f"reloaded {path}: largest difference from my weights {largest:g}")
@@ -141,12 +142,12 @@ def save_and_reload(model, path: str, rank: int, world_size: int, device, events
 
 
 def maybe_crash(rank: int, step: int, args) -> None:
-    """Fault injection for the launcher and failure chapters: --crash-rank R --crash-at-step K."""
+    """Fault injection for the launcher and failure chapters: --crash-rank R at step K."""
     if rank == getattr(args, "crash_rank", None) and step == args.crash_at_step:
         raise RuntimeError(f"rank {rank} crashed on purpose at step {step}")
 
 
-# --- the three modes -----------------------------------------------------------------------
+# --- the three modes ----------------------------------------------------------------------
 
 
 def wrap(model: nn.Module, device, find_unused_parameters: bool = False) -> DDP:
@@ -203,7 +204,7 @@ def compare(job: Job, args, events: Events) -> int:
     return 0
 
 
-# --- what goes wrong -----------------------------------------------------------------------
+# --- what goes wrong ----------------------------------------------------------------------
 
 
 def sampler_order(args, events: Events) -> int:
@@ -257,7 +258,7 @@ MISTAKES = ["a layer unused in forward", "the same, with find_unused_parameters=
 
 
 def mistakes(job: Job, args, events: Events) -> int:
-    """Each classic mistake in a job of its own; the job's outcome is reported, not raised."""
+    """Each classic mistake in a job of its own; its outcome is reported, not raised."""
     for mistake in MISTAKES:
         say_main(f"--- {mistake}")
         code = launch(mistake_rank, (job.on_fresh_port(), args, mistake), job.world_size,
@@ -266,7 +267,7 @@ def mistakes(job: Job, args, events: Events) -> int:
     return 0
 
 
-# --- command line --------------------------------------------------------------------------
+# --- command line -------------------------------------------------------------------------
 
 # Imported once in the forkserver, not in every rank (torch.optim imports torch._dynamo when
 # the first optimizer is built: a second or two, paid by every fresh process).
@@ -274,32 +275,34 @@ PRELOAD = ("torchvision", "workers.mnist", "torch._dynamo")
 
 
 def add_training_options(parser, epochs: int = 5, train_images: int | None = None) -> None:
-    parser.add_argument("--epochs", type=positive_int, default=epochs, help=f"default {epochs}")
+    parser.add_argument("--epochs", type=positive_int, default=epochs,
+                        help=f"default {epochs}")
     parser.add_argument("--batch-size", type=positive_int, default=40,
                         help="global batch, split evenly over the ranks (default 40)")
     parser.add_argument("--lr", type=positive_float, default=0.03, help="default 0.03")
     parser.add_argument("--seed", type=int, default=0, help="default 0")
     parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT, metavar="DIR",
-                        help="where MNIST/raw is, or will be written (default: data/ in the clone)")
+                        help="where MNIST/raw is or will be (default: data/ in the clone)")
     parser.add_argument("--download", action="store_true",
                         help="fetch the full 60,000 + 10,000 images (needs network)")
-    parser.add_argument("--train-images", type=positive_int, default=train_images, metavar="N",
-                        help="train on the first N training images only (default: all)")
+    parser.add_argument("--train-images", type=positive_int, default=train_images,
+                        metavar="N", help="train on the first N images only (default: all)")
 
 
 def command_line() -> Parser:
-    parser = Parser(prog="python -m workers.ddp_mnist", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m workers.ddp_mnist",
+                    description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
     single_demo = demos.add_parser("single", help="one process, the whole global batch")
     manual = demos.add_parser("manual", help="N ranks averaging gradients by hand")
     ddp = demos.add_parser("ddp", help="N ranks with DistributedDataParallel")
-    compare_demo = demos.add_parser("compare", help="single, manual and ddp, one after another")
-    order = demos.add_parser("sampler-order", help="DistributedSampler with and without set_epoch")
-    wrong = demos.add_parser("mistakes", help="the classic DDP mistakes, each in its own job")
+    compare_demo = demos.add_parser("compare", help="single, manual and ddp, in turn")
+    order = demos.add_parser("sampler-order", help="a sampler with and without set_epoch")
+    wrong = demos.add_parser("mistakes", help="the classic DDP mistakes, a job for each")
     for demo in (single_demo, manual, ddp):
         add_training_options(demo)
         demo.add_argument("--checkpoint", metavar="PATH",
-                          help="rank 0 saves the final weights here; every rank reloads them")
+                          help="rank 0 saves the final weights here; all ranks reload them")
     add_training_options(compare_demo, epochs=1)
     compare_demo.add_argument("--checkpoint-dir", metavar="DIR", required=True,
                               help="an existing folder for single.pt, manual.pt and ddp.pt")
@@ -311,7 +314,8 @@ def command_line() -> Parser:
                           help="the global step at which --crash-rank fails (default 5)")
     for demo in (manual, ddp, compare_demo, wrong):
         add_job_options(demo)
-    order.add_argument("--world-size", type=positive_int, default=2, help="ranks (default 2)")
+    order.add_argument("--world-size", type=positive_int, default=2,
+                       help="ranks (default 2)")
     order.add_argument("--epochs", type=positive_int, default=2, help="default 2")
     order.add_argument("--seed", type=int, default=0, help="default 0")
     for demo in (single_demo, manual, ddp, compare_demo, order, wrong):

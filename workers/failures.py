@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from workers.ranks import (
 
 WORLD_SIZE = 2
 
-# --- a crashed rank --------------------------------------------------------------------------
+# --- a crashed rank -----------------------------------------------------------------------
 
 
 def crash(rank: int, group, events: Events, crash_at: int) -> None:
@@ -86,7 +87,7 @@ def crash_with_bare_processes(job: Job, args) -> int:
 
 
 def crash_with_spawn(job: Job, args) -> int:
-    """mp.spawn: the first failure terminates the others and raises ProcessRaisedException."""
+    """mp.spawn: the first failure stops the others and raises ProcessRaisedException."""
     import torch.multiprocessing as mp
 
     ranks = mp.spawn(rank_main, args=(job, args), nprocs=WORLD_SIZE, join=False)
@@ -104,10 +105,10 @@ def crash_under_launchers(job: Job, args, events: Events) -> int:
     return 0
 
 
-# --- timeouts and mismatched collectives ---------------------------------------------------
+# --- timeouts and mismatched collectives --------------------------------------------------
 
 
-def never_arrives(rank: int, group, events: Events, monitored: bool, timeout: float) -> None:
+def never_arrives(rank: int, group, events: Events, monitored: bool, timeout: float):
     """Rank 1 never calls the collective; rank 0 waits until its timeout."""
     if rank == 1:
         time.sleep(timeout + 0.5)  # busy elsewhere, or stuck, for longer than the timeout
@@ -135,10 +136,14 @@ def mismatch(rank: int, group, events: Events) -> None:
         say(rank, "no error: the mismatch went unnoticed")
     except RuntimeError as error:
         say(rank, f"after {time.time() - begin:.1f} s: {first_line(error)[:400]}")
-        events.emit(rank, "mismatch", detail=dist.get_debug_level() == dist.DebugLevel.DETAIL,
-                    seconds=time.time() - begin, error=first_line(error))
-    events.emit(rank, "flight recorder", detail=dist.get_debug_level() == dist.DebugLevel.DETAIL,
-                entries=flight_recorder())
+        events.emit(rank, "mismatch", detail=detailed(), seconds=time.time() - begin,
+                    error=first_line(error))
+    events.emit(rank, "flight recorder", detail=detailed(), entries=flight_recorder())
+
+
+def detailed() -> bool:
+    """Whether this process checks collectives as TORCH_DISTRIBUTED_DEBUG=DETAIL does."""
+    return dist.get_debug_level() == dist.DebugLevel.DETAIL
 
 
 def flight_recorder() -> list[dict]:
@@ -150,7 +155,7 @@ def flight_recorder() -> list[dict]:
     return [{key: entry.get(key) for key in keep} for entry in entries]
 
 
-# --- uneven inputs -------------------------------------------------------------------------
+# --- uneven inputs ------------------------------------------------------------------------
 
 
 def uneven(rank: int, group, events: Events, use_join: bool) -> None:
@@ -182,16 +187,16 @@ def uneven(rank: int, group, events: Events, use_join: bool) -> None:
     events.emit(rank, "uneven", join=use_join, steps=steps, error=None)
 
 
-# --- elastic restart -------------------------------------------------------------------------
+# --- elastic restart ----------------------------------------------------------------------
 
 
 def elastic(rank: int, events: Events, args) -> None:
     """DDP training that checkpoints every K steps and resumes from the last checkpoint.
 
-    Under ``torchrun --max-restarts 1``, rank 1 crashes once at --crash-at-step; the agent then
-    stops the other rank and starts both again (TORCHELASTIC_RESTART_COUNT becomes 1), and the
-    new workers carry on from the checkpoint. Each step's batch is a function of the step
-    number only, so a resumed run computes exactly what an uninterrupted one does.
+    Under ``torchrun --max-restarts 1``, rank 1 crashes once at --crash-at-step; the agent
+    then stops the other rank and starts both again (TORCHELASTIC_RESTART_COUNT becomes 1),
+    and the new workers carry on from the checkpoint. Each step's batch is a function of
+    the step number only, so a resumed run computes exactly what an uninterrupted one does.
     """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -228,7 +233,8 @@ def elastic(rank: int, events: Events, args) -> None:
                 state = {"model": model.module.state_dict(),
                          "optimizer": optimizer.state_dict(), "step": step}
                 torch.save(state, checkpoint.with_suffix(".partial"))
-                os.replace(checkpoint.with_suffix(".partial"), checkpoint)  # never half-written
+                # renamed into place: a checkpoint is never seen half-written
+                os.replace(checkpoint.with_suffix(".partial"), checkpoint)
             dist.barrier()
     if rank == 0:
         torch.save(model.module.state_dict(), Path(args.checkpoint_dir) / "final.pt")
@@ -249,7 +255,7 @@ def attempt_store(job: Job):
     return dist.PrefixStore(f"attempt-{attempt}", agent_store)
 
 
-# --- pitfalls readers meet ---------------------------------------------------------------------
+# --- pitfalls readers meet ----------------------------------------------------------------
 
 
 def pitfall(rank: int, job: Job, name: str, events: Events) -> None:
@@ -258,8 +264,8 @@ def pitfall(rank: int, job: Job, name: str, events: Events) -> None:
     if name == "a network interface that does not exist":
         os.environ["GLOO_SOCKET_IFNAME"] = "nosuch0"
     elif name == "each rank chose its own port":
-        port = int(job.init_method.rsplit(":", 1)[1]) + rank  # rank 1 looks on the wrong port
-        job = Job(job.world_size, job.backend, f"tcp://127.0.0.1:{port}", job.timeout, False)
+        port = int(job.init_method.rsplit(":", 1)[1]) + rank  # rank 1 looks on another port
+        job = replace(job, init_method=f"tcp://127.0.0.1:{port}")
     begin = time.time()
     try:
         with joined(job, rank, store):
@@ -286,15 +292,15 @@ def pitfalls(job: Job, events: Events) -> int:
     return 0
 
 
-# --- one rank, from start to finish --------------------------------------------------------
+# --- one rank, from start to finish -------------------------------------------------------
 
 
 def rank_main(rank: int, job: Job, args) -> None:
     events = Events(args.events)
-    if getattr(args, "detail", False):  # as TORCH_DISTRIBUTED_DEBUG=DETAIL would, for this job
+    if getattr(args, "detail", False):  # what TORCH_DISTRIBUTED_DEBUG=DETAIL sets, here
         dist.set_debug_level(dist.DebugLevel.DETAIL)
     store = attempt_store(job) if args.demo == "elastic" else None
-    with joined(job, rank, store):  # start-up keeps the job's timeout: ranks start seconds apart
+    with joined(job, rank, store):  # start-up keeps the job's timeout: ranks start unevenly
         events.emit(rank, "started", pid=os.getpid())
         if args.demo == "elastic":
             return elastic(rank, events, args)
@@ -315,7 +321,8 @@ def in_turn(job: Job, args, option: str, events: Events) -> int:
     for value in (False, True):
         setattr(args, option, value)
         say_main(f"--- {option}={value}")
-        # uneven builds an optimizer, and torch.optim imports torch._dynamo: once, in the server
+        # uneven builds an optimizer, and torch.optim imports torch._dynamo: import it once,
+        # in the forkserver
         run_ranks(job.on_fresh_port(), rank_main, args, preload=("torch._dynamo",))
     return 0
 
@@ -344,13 +351,13 @@ def command_line() -> Parser:
             help="timeout of the scenario's collectives (default 1)")
     elastic_demo = made["elastic"]
     elastic_demo.add_argument("--steps", type=positive_int, default=30, help="default 30")
-    elastic_demo.add_argument("--checkpoint-every", type=positive_int, default=10, metavar="K",
-                              help="checkpoint every K steps (default 10)")
+    elastic_demo.add_argument("--checkpoint-every", type=positive_int, default=10,
+                              metavar="K", help="checkpoint every K steps (default 10)")
     elastic_demo.add_argument("--checkpoint-dir", metavar="DIR", required=True,
                               help="an existing folder for the checkpoints")
     elastic_demo.add_argument("--data-root", default=None, metavar="DIR",
                               help="MNIST root (default: data/ in the clone)")
-    for name, demo in made.items():  # the pitfalls' jobs are small: a short rendezvous will do
+    for name, demo in made.items():  # the pitfalls' jobs are small: a short rendezvous does
         add_common_options(demo, timeout=2 if name == "pitfalls" else 30)
     return parser
 

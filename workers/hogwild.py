@@ -8,8 +8,8 @@
     python -m workers.hogwild cuda                       # needs a GPU
     torchrun --standalone --nproc-per-node 2 -m workers.hogwild threads
 
-Every process here comes from ``workers.ranks.launch`` (a forkserver with torch preloaded); the
-model and the training images are put in shared memory once and handed to every process.
+Every process here comes from ``workers.ranks.launch`` (a forkserver with torch preloaded);
+the model and the training images are put in shared memory once and handed to every process.
 """
 
 from __future__ import annotations
@@ -38,17 +38,17 @@ from workers.ranks import (
     say_main,
 )
 
-CONTEXT = mp.get_context("forkserver")  # queues, events and barriers for launch()'s processes
-# Imported once in the forkserver, not in every process (torch.optim imports torch._dynamo when
-# the first optimizer is built: a second or two, paid by every fresh process).
+CONTEXT = mp.get_context("forkserver")  # queues, events, barriers for launch()'s processes
+# Imported once in the forkserver, not in every process (torch.optim imports torch._dynamo
+# when the first optimizer is built: a second or two, paid by every fresh process).
 PRELOAD = ("workers.mnist", "torch._dynamo")
 
-# --- Hogwild ---------------------------------------------------------------------------------
+# --- Hogwild ------------------------------------------------------------------------------
 
 
 def shared_mnist(root: str):
-    """The MNIST tensors, normalised once and moved to shared memory: every process reads the
-    same pages instead of a copy each."""
+    """The MNIST tensors, normalised once and moved to shared memory: every process reads
+    the same pages instead of a copy each."""
     train, test = mnist_tensors(root)
     return tuple(tuple(t.share_memory_() for t in pair) for pair in (train, test))
 
@@ -92,7 +92,7 @@ def hogwild_training(args, events: Events) -> int:
     (images, labels), (test_images, test_labels) = shared_mnist(args.data_root)
     torch.manual_seed(args.seed)
     model = MnistNet()
-    model.share_memory()  # parameters move to shared memory; children get handles, not copies
+    model.share_memory()  # parameters go to shared memory; children get handles, not copies
     say_main(f"{args.processes} processes training one shared model on {len(labels):,} "
              f"images, {args.epochs} epoch(s) each")
     begin = time.time()
@@ -107,11 +107,11 @@ def hogwild_training(args, events: Events) -> int:
     return 0
 
 
-# --- the parameters really are shared ------------------------------------------------------
+# --- the parameters really are shared -----------------------------------------------------
 
 
 def mapping_of(tensor: torch.Tensor) -> dict:
-    """Which memory mapping of this process holds the tensor's storage (from /proc/self/maps)."""
+    """Which memory mapping of this process holds a tensor's storage (/proc/self/maps)."""
     address = tensor.untyped_storage().data_ptr()
     with open("/proc/self/maps") as maps:
         for line in maps:
@@ -128,8 +128,9 @@ def shared_process(rank, model, everyone_wrote, events: Events) -> None:
     bias.data[rank] = rank + 1  # each process writes its own element ...
     everyone_wrote.wait()  # ... and after everyone has, each reads them all
     where = mapping_of(bias)
-    say(rank, f"is_shared={bias.is_shared()}, storage at {where['address']} in {where['file']} "
-              f"(inode {where['inode']}); fc.bias[:4] = {bias.data[:4].tolist()}")
+    first_four = bias.data[:4].tolist()
+    say(rank, f"is_shared={bias.is_shared()}, storage at {where['address']} in "
+              f"{where['file']} (inode {where['inode']}); fc.bias[:4] = {first_four}")
     events.emit(rank, "shared", pid=os.getpid(), seen=bias.data.tolist(), **where)
 
 
@@ -151,7 +152,8 @@ def shared(args, events: Events) -> int:
     model.fc.weight.grad = torch.zeros_like(model.fc.weight)  # a .grad before sharing, and
     model.share_memory()  # share_memory() moves it to shared memory too; fc.bias has none
     where = mapping_of(model.fc.bias)
-    say_main(f"after share_memory(): is_shared={model.fc.bias.is_shared()}, in {where['file']}")
+    shared_now = model.fc.bias.is_shared()
+    say_main(f"after share_memory(): is_shared={shared_now}, in {where['file']}")
     events.emit("main", "shared", pid=os.getpid(), seen=None, **where)
     code = launch(shared_process, (model, CONTEXT.Barrier(args.processes), events),
                   args.processes, timeout=args.timeout)
@@ -167,24 +169,24 @@ def shared(args, events: Events) -> int:
         for child in children:
             child.join(args.timeout)
         total = model.fc.weight.grad.sum().item()
-        say_main(f"after the {method} children: the parent's fc.weight.grad sums to {total:g}, "
-                 f"its fc.bias.grad is {model.fc.bias.grad}")
+        say_main(f"after the {method} children: the parent's fc.weight.grad sums to "
+                 f"{total:g}, its fc.bias.grad is {model.fc.bias.grad}")
         events.emit("main", "parent gradient", method=method, weight_grad_sum=total,
                     bias_grad_is_none=model.fc.bias.grad is None)
     return code
 
 
-# --- tensors through queues ----------------------------------------------------------------
+# --- tensors through queues ---------------------------------------------------------------
 
 
-def queue_process(rank, to_consumer, received, written, queues, both_done, events, args) -> None:
+def queue_process(rank, to_consumer, received, written, queues, both_done, events, args):
     """Rank 0 produces, rank 1 consumes."""
     if rank == 0:
         tensor = torch.zeros(4)
         say(rank, f"before put: is_shared={tensor.is_shared()}")
-        to_consumer.put(tensor)  # pickling moves the storage to shared memory, sends a handle
+        to_consumer.put(tensor)  # moves its storage to shared memory, and sends a handle
         received.wait()
-        say(rank, f"after the consumer got it: is_shared={tensor.is_shared()}; now writing 42")
+        say(rank, f"after the consumer got it: is_shared={tensor.is_shared()}; writing 42")
         tensor[0] = 42  # a write *after* sending ...
         written.set()
         events.emit(rank, "sent", shared_after=tensor.is_shared())
@@ -270,8 +272,8 @@ def receive_and_keep(rank, strategy, queue, args, events: Events) -> None:
         for _ in range(args.count):
             kept.append(queue.get(timeout=args.timeout))
     except RuntimeError as error:
-        say(rank, f"{strategy}: failed after {len(kept)} tensors with ulimit -n {args.nofile}: "
-                  f"{type(error).__name__}: {first_line(error)}")
+        say(rank, f"{strategy}: failed after {len(kept)} tensors with ulimit -n "
+                  f"{args.nofile}: {type(error).__name__}: {first_line(error)}")
         events.emit(rank, "fd-limit", strategy=strategy, received=len(kept),
                     error=first_line(error))
         raise SystemExit(1) from None
@@ -285,16 +287,16 @@ def fd_limit(args, events: Events) -> int:
     say_main(f"strategies here: {sorted(mp.get_all_sharing_strategies())}, "
              f"default {mp.get_sharing_strategy()}")
     for strategy in args.strategies:
-        code = launch(fd_limit_process, (strategy, CONTEXT.Queue(), CONTEXT.Event(), args, events),
-                      2, timeout=args.timeout)
+        job = (strategy, CONTEXT.Queue(), CONTEXT.Event(), args, events)
+        code = launch(fd_limit_process, job, 2, timeout=args.timeout)
         say_main(f"{strategy}: the job exited with {code}")
     return 0
 
 
-# --- oversubscription, measured ------------------------------------------------------------
+# --- oversubscription, measured -----------------------------------------------------------
 
 
-def grid_process(rank, model, images, labels, threads, steps, batch_size, start, results) -> None:
+def grid_process(rank, model, images, labels, threads, steps, batch_size, start, results):
     used = set_threads(threads)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(rank)
@@ -312,7 +314,7 @@ def grid_process(rank, model, images, labels, threads, steps, batch_size, start,
 
 
 def thread_settings(processes: int, cores: int) -> list[tuple[str, int | None]]:
-    """PyTorch's default, the floor(cores / processes) rule, and 1; each distinct count once."""
+    """PyTorch's default, the floor(cores / processes) rule, and 1; each count once."""
     default = torch.get_num_threads()
     settings, seen = [], set()
     for label, threads in [("default", None), ("floor(N/M)", max(1, cores // processes)),
@@ -334,15 +336,17 @@ def grid(args, events: Events) -> int:
             model = MnistNet()
             model.share_memory()
             start, results = CONTEXT.Barrier(processes), CONTEXT.SimpleQueue()
-            job = (model, images, labels, threads, args.steps, args.batch_size, start, results)
-            code = launch(grid_process, job, processes, timeout=args.timeout, preload=PRELOAD)
+            job = (model, images, labels, threads, args.steps, args.batch_size, start,
+                   results)
+            code = launch(grid_process, job, processes, args.timeout, preload=PRELOAD)
             if code:
                 return code
             work = [results.get() for _ in range(processes)]
             wall = max(e["t_end"] for e in work) - min(e["t"] for e in work)
             rate = sum(e["images"] for e in work) / wall
             cpu = sum(e["cpu"] for e in work)
-            say_main(f"{processes} process(es) x {work[0]['threads']} thread(s) ({label:>10}): "
+            threads_each = work[0]["threads"]
+            say_main(f"{processes} process(es) x {threads_each} thread(s) ({label:>10}): "
                      f"{rate:7.0f} images/s, CPU time / wall time {cpu / wall:4.2f}")
             events.emit("main", "grid", processes=processes, setting=label,
                         threads=work[0]["threads"], rate=rate, wall=wall, cpu=cpu)
@@ -383,7 +387,7 @@ def cuda(args, events: Events) -> int:
                   timeout=args.timeout)
 
 
-# --- command line --------------------------------------------------------------------------
+# --- command line -------------------------------------------------------------------------
 
 
 def command_line() -> Parser:
@@ -394,13 +398,13 @@ def command_line() -> Parser:
     queue = demos.add_parser("queue", help="tensors through queues, buffers reused")
     limit = demos.add_parser("fd-limit", help="sharing strategies under an open-file limit")
     grid_demo = demos.add_parser("grid", help="processes x threads, throughput measured")
-    threads = demos.add_parser("threads", help="the threads a process got (run under torchrun)")
+    threads = demos.add_parser("threads", help="the threads a process got (under torchrun)")
     cuda_demo = demos.add_parser("cuda", help="a CUDA tensor through a queue (needs a GPU)")
-    for demo in (train, shared_demo):
-        demo.add_argument("--processes", type=positive_int, default=2 if demo is train else 3,
-                          help=f"M processes (default {2 if demo is train else 3})")
+    for demo, processes in ((train, 2), (shared_demo, 3)):
+        demo.add_argument("--processes", type=positive_int, default=processes,
+                          help=f"M processes (default {processes})")
     train.add_argument("--threads", type=positive_int, default=None,
-                       help="threads per process (default: PyTorch's own default, unchanged)")
+                       help="threads per process (default: PyTorch's default, unchanged)")
     train.add_argument("--epochs", type=positive_int, default=2,
                        help="epochs per process (default 2)")
     train.add_argument("--lr", type=float, default=0.03, help="default 0.03")
@@ -411,15 +415,15 @@ def command_line() -> Parser:
                           help="where MNIST/raw is, or will be written (default: data/)")
     queue.add_argument("--items", type=positive_int, default=300,
                        help="tensors per transfer pattern (default 300)")
-    limit.add_argument("--strategies", nargs="+", choices=["file_descriptor", "file_system"],
-                       default=["file_descriptor", "file_system"],
+    strategies = ["file_descriptor", "file_system"]
+    limit.add_argument("--strategies", nargs="+", choices=strategies, default=strategies,
                        help="sharing strategies to try, one job each (default both)")
     limit.add_argument("--nofile", type=positive_int, default=64,
                        help="the receiver's open-file limit, as ulimit -n (default 64)")
     limit.add_argument("--count", type=positive_int, default=200,
                        help="tensors sent and kept (default 200)")
-    grid_demo.add_argument("--grid-processes", type=positive_int, nargs="+", default=[1, 2, 4],
-                           metavar="M", help="process counts (default 1 2 4)")
+    grid_demo.add_argument("--grid-processes", type=positive_int, nargs="+",
+                           default=[1, 2, 4], metavar="M", help="process counts (1 2 4)")
     grid_demo.add_argument("--steps", type=positive_int, default=8,
                            help="training steps per process (default 8)")
     for demo in (train, shared_demo, queue, limit, grid_demo, threads, cuda_demo):
@@ -427,8 +431,8 @@ def command_line() -> Parser:
     return parser
 
 
-DEMOS = {"train": hogwild_training, "shared": shared, "queue": queue_demo, "fd-limit": fd_limit,
-         "grid": grid, "cuda": cuda}
+DEMOS = {"train": hogwild_training, "shared": shared, "queue": queue_demo,
+         "fd-limit": fd_limit, "grid": grid, "cuda": cuda}
 
 
 def main(argv=None) -> int:

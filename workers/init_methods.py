@@ -61,10 +61,10 @@ class Rendezvous:
 def init(rank: int, world_size: int, meet: Rendezvous) -> None:
     """Join the default process group by one of the four routes."""
     wait = timedelta(seconds=meet.timeout)
-    if meet.method == "env":  # where to meet from the environment; who I am from the arguments
+    if meet.method == "env":  # where to meet from the environment, who I am from arguments
         os.environ.update(MASTER_ADDR=meet.address, MASTER_PORT=str(meet.port))
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world_size,
-                                timeout=wait)
+        dist.init_process_group("gloo", init_method="env://", rank=rank,
+                                world_size=world_size, timeout=wait)
     elif meet.method == "tcp":  # the same store, its address given as a URL
         dist.init_process_group("gloo", init_method=f"tcp://{meet.address}:{meet.port}",
                                 rank=rank, world_size=world_size, timeout=wait)
@@ -96,7 +96,8 @@ def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore
 def join_group(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
     """One rank: join the group, prove it works with an all_reduce, leave cleanly."""
     try:
-        with events.span(rank, "init_process_group", method=meet.method, world_size=world_size):
+        with events.span(rank, "init_process_group", method=meet.method,
+                         world_size=world_size):
             init(rank, world_size, meet)
     except (RuntimeError, OSError) as error:  # DistStoreError, DistNetworkError, ...
         say(rank, f"{type(error).__name__}: {first_line(error)}")
@@ -127,7 +128,7 @@ def listening_on(port: int) -> list[str]:
 
 
 def join_under_torchrun(rank: int, job: Job, events: Events) -> None:
-    """Started by torchrun as one rank: the set-up every other chapter uses (workers.job)."""
+    """Started by torchrun as one rank: the set-up every later chapter uses (job.py)."""
     with joined(job, rank):
         total = torch.tensor([rank])
         dist.all_reduce(total)
@@ -167,7 +168,7 @@ def exchange(rank: int, world_size: int, meet: Rendezvous, events: Events) -> No
     job_b.wait(["status"])
     a, b = job_a.get("status").decode(), job_b.get("status").decode()
     stored = store.check(["job-a/status"])
-    say(rank, f"job-a status {a!r}, job-b status {b!r}; 'job-a/status' in the store: {stored}")
+    say(rank, f"job-a status {a!r}, job-b status {b!r}; 'job-a/status' stored: {stored}")
     events.emit(rank, "store", arrived=arrived, leader=leader)
 
     store.add("done", 1)  # the last use of the store by this rank
@@ -176,12 +177,12 @@ def exchange(rank: int, world_size: int, meet: Rendezvous, events: Events) -> No
             time.sleep(0.01)
 
 
-# --- the jobs ------------------------------------------------------------------------------
+# --- the jobs -----------------------------------------------------------------------------
 
 
-def run_job(world_size: int, meet: Rendezvous, events: Events, started=None, target=join_group,
-            slack: float = 5) -> int:
-    """Start ``started`` ranks (default: all) of a job; 0 when every started rank succeeded.
+def run_job(world_size: int, meet: Rendezvous, events: Events, started=None,
+            target=join_group, slack: float = 5) -> int:
+    """Start ``started`` ranks (default: all) of a job; 0 when every one of them succeeded.
 
     The ranks are stopped ``slack`` seconds after the rendezvous timeout, so their own
     timeout errors come first.
@@ -191,8 +192,8 @@ def run_job(world_size: int, meet: Rendezvous, events: Events, started=None, tar
 
 
 def rendezvous_of(args, method: str, fresh: bool = False) -> Rendezvous:
-    """The rendezvous the command line describes; ``fresh``: a new port and file, as a second
-    job in the same run needs (a closed store's port can linger in TIME_WAIT for a while)."""
+    """The rendezvous the command line describes; ``fresh``: a new port and file, as a
+    second job in the same run needs (a closed store's port can linger in TIME_WAIT)."""
     port, path = args.port, args.file
     if fresh:
         port = free_port(args.address)
@@ -203,7 +204,8 @@ def rendezvous_of(args, method: str, fresh: bool = False) -> Rendezvous:
 
 def demo_join(args, events: Events) -> int:
     for index, method in enumerate(args.method):  # one job per route, in turn
-        code = run_job(args.world_size, rendezvous_of(args, method, fresh=index > 0), events)
+        meet = rendezvous_of(args, method, fresh=index > 0)
+        code = run_job(args.world_size, meet, events)
         if code:
             return code
     return 0
@@ -220,7 +222,8 @@ def demo_missing_rank(args, events: Events) -> int:
         begin = time.time()
         meet = rendezvous_of(args, method, fresh=index > 0)
         code = run_job(args.world_size, meet, events, started=args.world_size - 1)
-        say_main(f"{method}: the job ended after {time.time() - begin:.1f} s, exit code {code}")
+        took = time.time() - begin
+        say_main(f"{method}: the job ended after {took:.1f} s, exit code {code}")
     return 1  # a job with a missing rank never succeeds
 
 
@@ -234,7 +237,7 @@ def demo_port_in_use(args, events: Events) -> int:
 
 
 def demo_leftover_file(args, events: Events) -> int:
-    """A job that dies leaves its rendezvous file; the next job to reuse the path may fail."""
+    """A job that dies leaves its rendezvous file; the next one on the path may fail."""
     meet = rendezvous_of(args, "file")
     say_main(f"job 1 uses {meet.path}; its ranks are killed before they can clean up")
     launch(crash_after_joining, (meet.path, meet.timeout), 2, timeout=meet.timeout + 5)
@@ -264,7 +267,7 @@ def crash_after_joining(rank: int, path: str, timeout: float) -> None:
 
 
 def demo_benchmark(args, events: Events) -> int:
-    """Time to rendezvous for each route and world size, each job on a fresh port and file."""
+    """Time to rendezvous for each route and world size, each on a fresh port and file."""
     for method in args.methods:
         for world_size in args.world_sizes:
             code = run_job(world_size, rendezvous_of(args, method, fresh=True), events)
@@ -289,15 +292,16 @@ def port_number(text: str) -> int:
     return int(text)
 
 
-def parse_args(argv=None):
-    parser = Parser(prog="python -m workers.init_methods", description=__doc__.split("\n\n")[0])
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.init_methods",
+                    description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
     join = demos.add_parser("join", help="join a group by each route, one job per route")
-    store = demos.add_parser("store", help="use the store directly: set, get, add, wait, ...")
+    store = demos.add_parser("store", help="use the store itself: set, get, add, wait...")
     missing = demos.add_parser("missing-rank", help="a job with one rank that never starts")
     busy = demos.add_parser("port-in-use", help="the store's port is taken")
-    leftover = demos.add_parser("leftover-file", help="reuse a killed job's rendezvous file")
-    benchmark = demos.add_parser("benchmark", help="time every route for several world sizes")
+    leftover = demos.add_parser("leftover-file", help="reuse a dead job's rendezvous file")
+    benchmark = demos.add_parser("benchmark", help="time each route for a few world sizes")
     for demo in (join, missing):
         demo.add_argument("--method", nargs="+", choices=METHODS, default=["env"],
                           help="rendezvous route(s), one job after the other (default env)")
@@ -308,7 +312,7 @@ def parse_args(argv=None):
                           help="ranks (default 2; under torchrun: its WORLD_SIZE)")
     for demo in (join, store, missing, busy):
         demo.add_argument("--address", default="127.0.0.1",
-                          help="where rank 0's store listens (default 127.0.0.1: loopback only)")
+                          help="where rank 0's store listens (default 127.0.0.1)")
         demo.add_argument("--port", default=os.environ.get("MASTER_PORT"),
                           help="the store's port (default $MASTER_PORT, else a free one)")
     for demo in (join, missing, leftover):
@@ -316,13 +320,11 @@ def parse_args(argv=None):
                           help="rendezvous file of the file routes (default: a fresh path)")
     benchmark.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS,
                            help="routes to time (default all)")
-    benchmark.add_argument("--world-sizes", nargs="+", type=positive_int, default=[1, 2, 4, 8],
-                           help="world sizes to time (default 1 2 4 8)")
+    benchmark.add_argument("--world-sizes", nargs="+", type=positive_int,
+                           default=[1, 2, 4, 8], help="world sizes (default 1 2 4 8)")
     for demo in (join, store, missing, busy, leftover, benchmark):
         add_common_options(demo, timeout=30)
-    args = parser.parse_args(argv)
-    check(parser, args)
-    return args
+    return parser
 
 
 def check(parser, args) -> None:
@@ -336,24 +338,28 @@ def check(parser, args) -> None:
     try:
         args.port = port_number(args.port) if getattr(args, "port", None) else None
     except ValueError:
-        parser.error(f"argument --port: expected a number from 1 to 65535, got {args.port!r}")
+        parser.error(f"argument --port: expected a number from 1 to 65535, "
+                     f"got {args.port!r}")
     if not started_as_rank():  # every rank runs here, so the address must be this machine's
         try:
             args.port = args.port or free_port(args.address)
         except OSError as error:
-            parser.error(f"argument --address: cannot bind to {args.address!r}: {error.strerror}")
+            parser.error(f"argument --address: cannot bind to {args.address!r}: "
+                         f"{error.strerror}")
     if getattr(args, "file", None) is None:
         args.file = os.path.join(tempfile.mkdtemp(prefix="rendezvous-"), "store")
     folder = os.path.dirname(os.path.abspath(args.file))
     if not os.access(folder, os.W_OK):
         parser.error(f"argument --file: cannot create a file in {folder}")
     if os.path.exists(args.file):
-        parser.error(f"argument --file: {args.file} already exists (a leftover of an earlier "
-                     "job?); delete it or choose a fresh path")
+        parser.error(f"argument --file: {args.file} already exists (a leftover of an "
+                     "earlier job?); delete it or choose a fresh path")
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser = command_line()
+    args = parser.parse_args(argv)
+    check(parser, args)
     events = open_events(args.events)
     if started_as_rank():  # torchrun started this process as one rank: just be that rank
         if args.demo != "join":

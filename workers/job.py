@@ -2,17 +2,18 @@
 
 A distributed demo has one shape wherever it runs:
 
-    job = job_from_args(parser, args)            # world size, backend, where to meet, timeout
-    return run_ranks(job, rank_main, args)       # one process per rank, or this one is a rank
+    job = job_from_args(parser, args)      # world size, backend, where to meet, timeout
+    return run_ranks(job, rank_main, args) # a process per rank, or this one is a rank
 
     def rank_main(rank, job, args):
-        with joined(job, rank) as device:        # init_process_group ... destroy_process_group
+        with joined(job, rank) as device:  # init_process_group ... destroy_process_group
             ...the demo...
 
 Started from a shell (``python -m workers.collectives p2p --world-size 4``), ``run_ranks``
-starts the ranks itself and they meet at a ``tcp://`` address on a free loopback port. Started
-by ``torchrun`` (or a script that sets ``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE``), this process
-*is* one rank, and the ranks meet through ``env://``. The init-methods chapter shows every route.
+starts the ranks itself and they meet at a ``tcp://`` address on a free loopback port.
+Started by ``torchrun`` (or a script that sets ``RANK``, ``LOCAL_RANK`` and
+``WORLD_SIZE``), this process *is* one rank, and the ranks meet through ``env://``. The
+init-methods chapter shows every route.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def add_job_options(parser, world_size: int = 2) -> None:
 
 
 def job_from_args(parser, args, least: int = 2) -> Job:
-    """The job the command line (or the launcher) describes; a mistake ends with one line."""
+    """The job the command line (or the launcher) describes; a mistake is one line."""
     world_size = world_size_from(parser, args, least)
     if started_as_rank():
         init_method = "env://"  # MASTER_ADDR and MASTER_PORT come from the launcher
@@ -70,7 +71,7 @@ def started_as_rank() -> bool:
 
 
 def world_size_from(parser, args, least: int) -> int:
-    """``--world-size``, or the launcher's ``WORLD_SIZE``; checked against what the demo needs."""
+    """``--world-size`` or the launcher's ``WORLD_SIZE``, checked against the demo."""
     world_size = int(os.environ["WORLD_SIZE"]) if started_as_rank() else args.world_size
     check_world_size(parser, world_size, least)
     return world_size

@@ -4,7 +4,7 @@
     python -m workers.launchers two-nodes --nproc-per-node 2 --epochs 1 --train-images 800
 
 Options this launcher does not know are the training worker's (those of
-``python -m workers.ddp_mnist ddp``), and are handed to it. The other launchers of the chapter
+``python -m workers.ddp_mnist ddp``), and are handed to it. The chapter's other launchers
 need no module of their own:
 
     torchrun --standalone --nproc-per-node 2 -m workers.ddp_mnist ddp --epochs 1
@@ -22,11 +22,18 @@ import time
 from workers import ddp_mnist
 from workers.job import Job, job_from_args
 from workers.mnist import prepare_mnist
-from workers.ranks import Parser, add_common_options, free_port, positive_int, say_main, wait_for
+from workers.ranks import (
+    Parser,
+    add_common_options,
+    free_port,
+    positive_int,
+    say_main,
+    wait_for,
+)
 
 
 def spawn(job: Job, training, timeout: float) -> int:
-    """torch.multiprocessing.spawn: N fresh interpreters, each calling rank_main(rank, ...)."""
+    """torch.multiprocessing.spawn: N fresh interpreters, each runs rank_main(rank, ...)."""
     import torch.multiprocessing as mp
 
     processes = mp.spawn(
@@ -35,14 +42,14 @@ def spawn(job: Job, training, timeout: float) -> int:
         nprocs=job.world_size,
         join=False,  # join=True would wait without a time limit
     )
-    return wait_for(processes, timeout)  # a failed rank: ProcessRaisedException, others stopped
+    return wait_for(processes, timeout)  # a rank fails: ProcessRaisedException, all stopped
 
 
 def two_nodes(nproc_per_node: int, training_argv: list[str], timeout: float) -> int:
     """Two torchrun agents on this machine, each playing one node of a 2 x N job.
 
-    On real machines each agent runs on its own node with the same --rdzv-endpoint (an address
-    every node can reach) and --rdzv-id; here both use the loopback address.
+    On real machines each agent runs on its own node with the same --rdzv-endpoint (an
+    address every node can reach) and --rdzv-id; here both use the loopback address.
     """
     endpoint = f"127.0.0.1:{free_port()}"
     agents = []
@@ -64,7 +71,7 @@ def two_nodes(nproc_per_node: int, training_argv: list[str], timeout: float) -> 
     try:
         while any(agent.poll() is None for agent in agents):
             if time.time() > deadline:
-                say_main(f"the job was still running after {timeout:g} s: stopping both nodes")
+                say_main(f"the job still ran after {timeout:g} s: stopping both nodes")
                 return 1
             if any(agent.poll() not in (None, 0) for agent in agents):
                 break  # one node failed: torchrun's other agent would wait for it
@@ -85,7 +92,8 @@ def two_nodes(nproc_per_node: int, training_argv: list[str], timeout: float) -> 
 
 
 def command_line() -> Parser:
-    parser = Parser(prog="python -m workers.launchers", description=__doc__.split("\n\n")[0],
+    parser = Parser(prog="python -m workers.launchers",
+                    description=__doc__.split("\n\n")[0],
                     epilog="Any other option is the training worker's: see "
                            "python -m workers.ddp_mnist ddp --help")
     launchers = parser.add_subparsers(dest="launcher", required=True, metavar="LAUNCHER")

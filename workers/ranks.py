@@ -1,14 +1,14 @@
-"""What every worker process uses: labelled printing, event records, a strict command line,
-free ports, and starting ranks.
+"""What every worker process uses: labelled printing, event records, a strict command
+line, free ports, and starting ranks.
 
 Everything here is small on purpose, so a chapter's worker reads top to bottom:
 
 * ``say(rank, text)`` prints ``[rank r] text``; ``say_main(text)`` prints ``[main] text``
-  for the process that started the others. The runner sorts lines into ranks by these prefixes.
+  for the process that started the others. The runner sorts lines into ranks by them.
 * ``Events(path).emit(rank, "name", ...)`` appends one JSON object per line to ``path``
-  (``{"rank": 0, "t": <time.time()>, "event": "name", ...}``); an event with ``t_end`` is a span,
-  and ``with events.span(rank, "name"):`` records one around a block. ``Events(None)`` records
-  nothing, so workers record unconditionally.
+  (``{"rank": 0, "t": <time.time()>, "event": "name", ...}``); an event with ``t_end`` is
+  a span, and ``with events.span(rank, "name"):`` records one around a block.
+  ``Events(None)`` records nothing, so workers record unconditionally.
 * ``Parser`` is an ``argparse.ArgumentParser`` whose errors are one line and exit code 2;
   ``fail(text)`` ends a worker the same way for a mistake argparse cannot see.
 * ``launch(rank_fn, args, n, timeout)`` runs ``rank_fn(rank, *args)`` in ``n`` processes.
@@ -50,7 +50,7 @@ def say_main(text: str) -> None:
 
 
 class Events:
-    """Appends event records to a JSON-lines file; picklable, so children get it as an argument."""
+    """Appends event records to a JSON-lines file; picklable, so children can have it."""
 
     def __init__(self, path: str | None):
         self.path = path
@@ -58,7 +58,8 @@ class Events:
     def emit(self, rank: int | str, event: str, t: float | None = None, **fields) -> None:
         if not self.path:
             return
-        record = {"rank": rank, "t": time.time() if t is None else t, "event": event, **fields}
+        when = time.time() if t is None else t
+        record = {"rank": rank, "t": when, "event": event, **fields}
         line = (json.dumps(record) + "\n").encode()
         # O_APPEND + one write: records from concurrent processes stay whole.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -92,7 +93,7 @@ def fail(text: str, code: int = 2) -> None:
 
 
 class Parser(argparse.ArgumentParser):
-    """ArgumentParser whose usage errors are one line (no usage dump) and exit with code 2."""
+    """ArgumentParser whose usage errors are one line (no usage dump), exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
@@ -122,7 +123,8 @@ def positive_float(text: str) -> float:
 
 def add_common_options(parser: argparse.ArgumentParser, timeout: float) -> None:
     """The options every demo has: ``--events PATH`` and ``--timeout SECONDS``."""
-    parser.add_argument("--events", metavar="PATH", help="append one JSON event per line to PATH")
+    parser.add_argument("--events", metavar="PATH",
+                        help="append one JSON event per line to PATH")
     parser.add_argument(
         "--timeout", type=positive_float, default=timeout, metavar="SECONDS",
         help=f"longest wait for any process or peer (default {timeout:g})",
@@ -156,18 +158,19 @@ def free_port(host: str = "127.0.0.1") -> int:
                 return port
 
 
-def launch(rank_fn, args: tuple, processes: int, timeout: float, preload: tuple = ()) -> int:
+def launch(rank_fn, args: tuple, processes: int, timeout: float, preload=()) -> int:
     """Run ``rank_fn(rank, *args)`` in ``processes`` new processes and wait for them all.
 
     The processes come from a forkserver that has imported torch once, so even eight ranks
-    start in a fraction of a second (the start-methods chapter measures why). Returns 0 when
-    every process exited with 0. When one fails, the others are stopped and 1 is returned; so
-    they are when they outlive ``timeout``. Either way one line says what happened.
-    ``preload`` names more modules to import once in the forkserver instead of in every rank.
+    start in a fraction of a second (the start-methods chapter measures why). Returns 0
+    when every process exited with 0. When one fails, the others are stopped and 1 is
+    returned; so they are when they outlive ``timeout``. Either way one line says so.
+    ``preload`` names more modules to import once in the forkserver, not in every rank.
     """
     import torch.multiprocessing as mp
 
-    mp.get_context("forkserver").set_forkserver_preload(["torch", "torch.distributed", *preload])
+    server = mp.get_context("forkserver")
+    server.set_forkserver_preload(["torch", "torch.distributed", *preload])
     ranks = mp.start_processes(
         rank_fn, args=args, nprocs=processes, join=False, start_method="forkserver"
     )
@@ -191,8 +194,12 @@ def wait_for(ranks, timeout: float) -> int:
                     process.kill()
                 return 1
     except mp.ProcessExitedException as error:  # start_processes stopped the others
-        how = f"signal {error.signal_name}" if error.signal_name else f"code {error.exit_code}"
-        say_main(f"rank {error.error_index} exited with {how}; the other ranks were stopped")
+        if error.signal_name:
+            how = f"signal {error.signal_name}"
+        else:
+            how = f"code {error.exit_code}"
+        rank = error.error_index
+        say_main(f"rank {rank} exited with {how}; the other ranks were stopped")
         return 1
     except mp.ProcessRaisedException as error:
         say_main(

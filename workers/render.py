@@ -1,10 +1,10 @@
-"""How a run looks on the page: the live output while it runs, the rank-labelled block it ends
-as, and the per-rank timeline.
+"""How a run looks on the page: the live output while it runs, the rank-labelled block it
+ends as, and the per-rank timeline.
 
 Everything is drawn from what really ran: the lines a run captured, with the second each
-arrived, and the events the ranks recorded with their own clocks. This module owns every piece
-of HTML the book shows for a run; it imports nothing from the runner (a result is anything with
-``command``, ``lines``, ``returncode``, ``duration`` and ``timed_out``).
+arrived, and the events the ranks recorded with their own clocks. This module owns every
+piece of HTML the book shows for a run, and imports nothing from the runner: a result is
+anything with ``command``, ``lines``, ``returncode``, ``duration`` and ``timed_out``.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ def source_colour(source: str | int) -> str:
 
 
 def rank_output_html(result, run_id: str = "") -> str:
-    """Every line in the order it arrived, each with its source's coloured label and its time.
+    """Every line in the order it arrived, with its source's coloured label and its time.
 
-    Inline styles only, so the block looks the same in the book, in a downloaded notebook and
-    in JupyterLab, in light and dark themes (text colour is inherited).
+    Inline styles only, so the block looks the same in the book, in a downloaded notebook
+    and in JupyterLab, in light and dark themes (text colour is inherited).
     """
     if result.timed_out:
         outcome = f"killed at its timeout after {result.duration:.2f} s"
@@ -50,7 +50,8 @@ def rank_output_html(result, run_id: str = "") -> str:
     return (
         f'<div class="rank-output" data-run="{run_id}" '
         'style="font-family:var(--pst-font-family-monospace,monospace);font-size:.82em;'
-        'border:1px solid rgba(127,127,127,.35);border-radius:6px;padding:.5em .6em;margin:.3em 0">'
+        'border:1px solid rgba(127,127,127,.35);border-radius:6px;padding:.5em .6em;'
+        'margin:.3em 0">'
         '<div class="rank-output-head" style="margin-bottom:.4em;opacity:.8">'
         f"<code>{html.escape(command_text(result.command))}</code> &mdash; "
         f"{html.escape(outcome)}</div>" + "".join(rows) + "</div>"
@@ -72,7 +73,7 @@ def _line_html(line) -> str:
 
 
 def command_text(command: list[str]) -> str:
-    """``python -m workers.x ...`` as a reader would type it (without the runner's --events)."""
+    """``python -m workers.x ...`` as a reader would type it (less the runner's events)."""
     program = "python" if command[0] == sys.executable else os.path.basename(command[0])
     if program == "bash" and len(command) > 1:  # a script of the repository: its own path
         program, command = "", [command[0], _relative(command[1]), *command[2:]]
@@ -127,7 +128,7 @@ class _Terminal(_Quiet):
 
 
 class _NotebookDisplay:
-    """One display per run: the last lines while it runs, then the finished block in its place."""
+    """One display per run: the last lines while it runs, then the finished block."""
 
     LIVE_LINES = 25
 
@@ -153,7 +154,8 @@ class _NotebookDisplay:
 
     def _running_html(self) -> str:
         body = html.escape("\n".join(self.recent)) or "starting..."
-        return f"<div><code>{html.escape(self.title)}</code> running...<pre>{body}</pre></div>"
+        title = html.escape(self.title)
+        return f"<div><code>{title}</code> running...<pre>{body}</pre></div>"
 
 
 def _row_key(rank) -> tuple:
@@ -161,11 +163,11 @@ def _row_key(rank) -> tuple:
 
 
 def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = None):
-    """A Gantt chart: one row per rank (``main`` on top), spans as bars, instants as markers.
+    """A Gantt chart: a row per rank (``main`` on top), spans as bars, instants as markers.
 
     An event with ``t_end`` is a span from ``t`` to ``t_end``; one without is an instant.
-    A span with ``lane`` 0 or 1 takes the upper or lower half of its row, so two things a rank
-    does at the same time (computing and communicating) are both visible.
+    A span with ``lane`` 0 or 1 takes the upper or lower half of its row, so two things a
+    rank does at the same time (computing and communicating) are both visible.
     Times are seconds since ``t0`` (default: the first event).
     """
     import matplotlib.pyplot as plt
@@ -231,14 +233,14 @@ def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = No
 
 
 def origin_rank(value, world_size: int) -> int | None:
-    """Which rank's start value this is (rank r starts with 10(r+1), 10(r+1)+1, ...), if any."""
+    """Which rank a start value is from (rank r starts with 10(r+1), 10(r+1)+1, ...)."""
     if not isinstance(value, (int, float)) or value != int(value):
         return None
     rank, offset = divmod(int(value), 10)
     return rank - 1 if 1 <= rank <= world_size and offset < world_size else None
 
 
-def before_after(records: list[dict], title: str, ax_before, ax_after, world_size: int) -> None:
+def before_after(records: list[dict], title: str, ax_before, ax_after, world_size: int):
     """Draw every rank's tensor before and after one collective, one row per rank.
 
     A value still coloured like a rank came from that rank unchanged; a grey value was

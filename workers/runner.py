@@ -1,22 +1,23 @@
-"""The one place that starts a worker: ``run("workers.start_join", "join", "--processes", "3")``.
+"""The one place that starts a worker: ``run("workers.start_join", "join")``.
 
-A notebook cannot hold multiprocessing code (a spawned child imports its target by name, and a
-notebook's ``__main__`` has none), so every chapter's code lives in ``workers/<chapter>.py`` and
-the chapter starts it as ``python -m workers.<chapter> ...`` through ``run``, which
+A notebook cannot hold multiprocessing code (a spawned child imports its target by name,
+and a notebook's ``__main__`` has none), so every chapter's code lives in
+``workers/<chapter>.py``, and the chapter starts it as ``python -m workers.<chapter> ...``
+through ``run``, which
 
-* picks a free loopback port and sets ``MASTER_ADDR``/``MASTER_PORT`` (two runs at once never
-  collide) and ``PYTHONUNBUFFERED=1`` (lines arrive as they are printed);
-* starts the child in its own process session, so the child and everything it starts form one
-  process group that can be killed as a whole;
-* streams lines as they arrive to a live display (``render.live_output``): in a notebook it
-  ends as the rank-labelled block, in a terminal the lines go to stdout;
-* enforces a timeout, and on timeout, error or Ctrl-C kills the whole group, so no process is
-  left behind (a Ctrl-C while the child starts or while the group is killed waits until that
-  step is done, then stops the run);
+* picks a free loopback port and sets ``MASTER_ADDR``/``MASTER_PORT`` (two runs at once
+  never collide) and ``PYTHONUNBUFFERED=1`` (lines arrive as they are printed);
+* starts the child in its own process session, so the child and everything it starts
+  form one process group that can be killed as a whole;
+* streams lines as they arrive to a live display (``render.live_output``): in a notebook
+  it ends as the rank-labelled block, in a terminal the lines go to stdout;
+* enforces a timeout, and on timeout, error or Ctrl-C kills the whole group, so no
+  process is left behind (a Ctrl-C while the child starts or while the group is killed
+  waits until that step is done, then stops the run);
 * passes ``--events PATH`` and reads back the JSON events the ranks wrote;
-* checks the outcome: by default exit code 0, else ``WorkerError`` with the last lines of output
-  (so a chapter's build fails). A cell that shows a failure on purpose says which exit code and
-  which message it expects, and ``run`` checks exactly that.
+* checks the outcome: by default exit code 0, else ``WorkerError`` with the last lines of
+  output (so a chapter's build fails). A cell that shows a failure on purpose says which
+  exit code and which message it expects, and ``run`` checks exactly that.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ _TAIL = 25  # lines of output quoted in an error
 
 
 class WorkerError(RuntimeError):
-    """A worker run did not end as its caller said it would. ``.result`` holds what it did."""
+    """A run did not end as its caller said it would. ``.result`` holds what it did."""
 
     def __init__(self, message: str, result: RunResult):
         super().__init__(message)
@@ -56,7 +57,7 @@ class Line:
     """One line of output: seconds since the start, who printed it, and the text."""
 
     t: float
-    source: str  # "main", "rank 3", or "" for unlabelled lines (tracebacks, library warnings)
+    source: str  # "main", "rank 3", or "" when unlabelled (tracebacks, library warnings)
     text: str
 
     @property
@@ -76,7 +77,8 @@ class RunResult:
 
     def __repr__(self) -> str:  # short: the output block is already on the page
         ended = "timed out" if self.timed_out else f"exit code {self.returncode}"
-        return f"<run of {' '.join(self.command[1:3])}: {ended} after {self.duration:.1f} s>"
+        what = " ".join(self.command[1:3])
+        return f"<run of {what}: {ended} after {self.duration:.1f} s>"
 
     @property
     def ended(self) -> float:
@@ -153,13 +155,14 @@ def run(
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=child_env,
-                start_new_session=True,  # its own process group: killpg reaches every descendant
+                start_new_session=True,  # its own process group: killpg reaches them all
             )
-        reader = threading.Thread(target=_read_lines, args=(process.stdout, received), daemon=True)
+        reader = threading.Thread(target=_read_lines, args=(process.stdout, received),
+                                  daemon=True)
         reader.start()
         timed_out = _collect(process, received, started, timeout, lines, display)
     finally:
-        # On success, timeout, error and Ctrl-C alike; a second Ctrl-C waits for it to finish.
+        # On success, timeout, error and Ctrl-C alike; a second Ctrl-C waits for it.
         if process is not None:
             with _interrupt_held_back():
                 _kill_group(process)
@@ -195,7 +198,8 @@ def _collect(process, received, started, timeout, lines, display) -> bool:
             if leader_exited_at is None and process.poll() is not None:
                 leader_exited_at = time.time()
             # The pipe stays open while anything the child left behind holds it; once the
-            # child itself has exited, a short quiet spell ends the run (leftovers are killed).
+            # child itself has exited, a short quiet spell ends the run (and leftovers are
+            # killed).
             if leader_exited_at is not None and time.time() - leader_exited_at > 1.0:
                 return False
             continue
@@ -208,9 +212,9 @@ def _collect(process, received, started, timeout, lines, display) -> bool:
 def _interrupt_held_back():
     """Let the block finish before a Ctrl-C (SIGINT) takes effect; deliver it right after.
 
-    Only the main thread may set signal handlers, and a run started from another thread is not
-    interrupted by Ctrl-C; there, and where SIGINT is ignored or left to C code, the block just
-    runs.
+    Only the main thread may set signal handlers, and a run started from another thread
+    is not interrupted by Ctrl-C; there, and where SIGINT is ignored or left to C code,
+    the block just runs.
     """
     if threading.current_thread() is not threading.main_thread() or not callable(
         signal.getsignal(signal.SIGINT)
@@ -228,22 +232,17 @@ def _interrupt_held_back():
 
 
 def _check(result, module, timeout, expect_returncode, expect_output) -> None:
+    last_lines = f"last lines:\n{result.tail()}"
     if result.timed_out:
-        raise WorkerError(
-            f"{module} timed out after {timeout:g} s and was killed; last lines:\n{result.tail()}",
-            result,
-        )
+        message = f"{module} timed out after {timeout:g} s and was killed; {last_lines}"
+        raise WorkerError(message, result)
     if result.returncode != expect_returncode:
-        raise WorkerError(
-            f"{module} exited with code {result.returncode}, expected {expect_returncode}; "
-            f"last lines:\n{result.tail()}",
-            result,
-        )
-    if expect_output is not None and not re.search(expect_output, result.output, re.MULTILINE):
-        raise WorkerError(
-            f"{module}: expected output matching {expect_output!r}; last lines:\n{result.tail()}",
-            result,
-        )
+        message = (f"{module} exited with code {result.returncode}, expected "
+                   f"{expect_returncode}; {last_lines}")
+        raise WorkerError(message, result)
+    if expect_output and not re.search(expect_output, result.output, re.MULTILINE):
+        message = f"{module}: expected output matching {expect_output!r}; {last_lines}"
+        raise WorkerError(message, result)
 
 
 def _read_lines(pipe, received: queue.Queue) -> None:
@@ -272,7 +271,7 @@ def _kill_group(process: subprocess.Popen) -> None:
             process.wait(timeout=3)
         except subprocess.TimeoutExpired:
             pass
-    # Whatever is still in the group (the leader, or children it left behind) is killed outright.
+    # Whatever is still in the group (the leader, or what it left) is killed outright.
     try:
         os.killpg(group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -292,11 +291,12 @@ def _read_events(path: str | None) -> list[dict]:
 
 
 class capture_child_output:
-    """Collect what child processes started inside the ``with`` block write to stdout and stderr.
+    """Collect what processes started inside the ``with`` block write to stdout and stderr.
 
-    For the few cells that start a process from the notebook's own kernel: a child inherits the
-    kernel's file descriptors 1 and 2, and the kernel does not reliably forward what arrives on
-    them. Inside the block both point to a temporary file; ``.text`` holds what was written.
+    For the few cells that start a process from the notebook's own kernel: a child inherits
+    the kernel's file descriptors 1 and 2, and the kernel does not reliably forward what
+    arrives on them. Inside the block both point to a temporary file; ``.text`` holds what
+    was written.
     """
 
     def __enter__(self) -> capture_child_output:

@@ -11,8 +11,8 @@ Each child "works" by sleeping; the first child started works longest, so the or
 which children finish need not be the order in which they started.
 
 Nothing here touches a tensor, so this module uses Python's own ``multiprocessing``;
-``torch.multiprocessing`` is a drop-in replacement that behaves the same for everything below
-(what it adds, tensors in shared memory, is the Hogwild chapter's subject). Without PyTorch to
+``torch.multiprocessing`` is a drop-in replacement that behaves the same for all of it (what
+it adds, tensors in shared memory, is the Hogwild chapter's subject). Without PyTorch to
 import, a spawned child starts in a fraction of a second.
 """
 
@@ -61,9 +61,9 @@ def demo_join(ctx, args, events: Events) -> int:
     say_main(f"started {len(children)} children; is_alive() = {alive}")
     for rank, child in enumerate(children):
         with events.span("main", "join()", child=rank):
-            child.join(timeout=args.timeout)  # returns when the child has exited, or at the timeout
+            child.join(timeout=args.timeout)  # returns once the child exits, or at timeout
         if child.is_alive():
-            say_main(f"child {rank} still running after {args.timeout:g} s: terminating all")
+            say_main(f"child {rank} still running after {args.timeout:g} s: stopping all")
             for other in children:
                 other.terminate()
             return 1
@@ -81,7 +81,7 @@ def demo_no_join(ctx, args, events: Events) -> int:
     say_main("not joining: the parent goes on at once, so this line comes first")
     events.emit("main", "parent's code done")
     # Python still waits for non-daemon children when the parent's interpreter exits
-    # (multiprocessing joins them in an exit hook): the run lasts as long as the slowest child.
+    # (multiprocessing joins them in an exit hook): the run lasts as long as the slowest.
     return 0
 
 
@@ -132,7 +132,7 @@ def demo_exit_codes(ctx, args, events: Events) -> int:
         ("uncaught exception", end_with_exception, ()),
         ("terminate() by the parent", wait_to_be_terminated, (args.timeout,)),
     ]
-    children = [ctx.Process(target=target, args=target_args) for _, target, target_args in endings]
+    children = [ctx.Process(target=target, args=extra) for _, target, extra in endings]
     for child in children:
         child.start()
     for (how, _, _), child in zip(endings, children):
@@ -158,37 +158,33 @@ def demo_fail(ctx, args, events: Events) -> int:
     return 1 if child.exitcode != 0 else 0
 
 
-def parse_args(argv=None):
-    parser = Parser(prog="python -m workers.start_join", description=__doc__.split("\n\n")[0])
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.start_join",
+                    description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
     join = demos.add_parser("join", help="start children, then join each of them")
     no_join = demos.add_parser("no-join", help="start children and never join them")
-    daemon = demos.add_parser("daemon", help="daemon children: terminated when the parent exits")
-    exit_codes = demos.add_parser("exit-codes", help="four ways a child ends, four exit codes")
+    daemon = demos.add_parser("daemon", help="daemon children, stopped as the parent exits")
+    exit_codes = demos.add_parser("exit-codes", help="four ways a child ends, four codes")
     fail = demos.add_parser("fail", help="a child raises; the parent notices and fails")
-    orphans = demos.add_parser("orphans", help="two children that sleep for --timeout seconds")
+    orphans = demos.add_parser("orphans", help="two children that sleep for --timeout")
     for demo in (join, no_join, daemon):
-        demo.add_argument(
-            "--processes", type=positive_int, default=3, help="children to start (default 3)"
-        )
+        demo.add_argument("--processes", type=positive_int, default=3,
+                          help="children to start (default 3)")
     for demo in (join, no_join):
         demo.add_argument(
             "--step", type=positive_float, default=0.5, metavar="SECONDS",
             help="child i works (processes - i) * step seconds (default 0.5)",
         )
-    daemon.add_argument(
-        "--seconds", type=positive_float, default=5, help="how long each child works (default 5)"
-    )
+    daemon.add_argument("--seconds", type=positive_float, default=5,
+                        help="how long each child works (default 5)")
     for demo in (join, no_join, daemon, exit_codes, fail, orphans):
         demo.add_argument(
             "--start-method", choices=mp.get_all_start_methods(), default="spawn",
             help="how children are started (default spawn: the same on every OS)",
         )
         add_common_options(demo, timeout=30)
-    args = parser.parse_args(argv)
-    if getattr(args, "processes", 1) > MOST_PROCESSES:
-        parser.error(f"at most {MOST_PROCESSES} children, got {args.processes}")
-    return args
+    return parser
 
 
 def sleeper(seconds: float) -> None:
@@ -196,8 +192,8 @@ def sleeper(seconds: float) -> None:
 
 
 def demo_orphans(ctx, args, events: Events) -> int:
-    """Start two children, report their pids, then wait; the failures chapter kills only this
-    parent, and the children live on."""
+    """Start two children, report their pids, then wait; the failures chapter kills only
+    this parent, and the children live on."""
     children = [ctx.Process(target=sleeper, args=(args.timeout,)) for _ in range(2)]
     for child in children:
         child.start()
@@ -220,7 +216,10 @@ DEMOS = {
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser = command_line()
+    args = parser.parse_args(argv)
+    if getattr(args, "processes", 1) > MOST_PROCESSES:
+        parser.error(f"at most {MOST_PROCESSES} children, got {args.processes}")
     events = open_events(args.events)
     ctx = mp.get_context(args.start_method)
     return DEMOS[args.demo](ctx, args, events)

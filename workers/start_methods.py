@@ -67,7 +67,8 @@ def demo_startup(args, events: Events) -> int:
                 return 1
             _, began = started_queue.get()
             costs.append(began - asked)
-            events.emit("main", "start-up", t=asked, t_end=began, method=label, process=rank)
+            events.emit("main", "start-up", t=asked, t_end=began, method=label,
+                        process=rank)
         in_ms = ", ".join(f"{cost * 1000:.0f}" for cost in costs)
         median = statistics.median(costs) * 1000
         say_main(f"{label:<10} start-up per process: {in_ms} ms (median {median:.0f} ms)")
@@ -120,7 +121,8 @@ def demo_context(args, events: Events) -> int:
     mp.set_start_method("forkserver", force=True)
     say_main(f"set_start_method('forkserver', force=True) -> {mp.get_start_method()!r}")
     ctx = mp.get_context("fork")
-    say_main(f"get_context('fork') -> {type(ctx).__name__}; global still {mp.get_start_method()!r}")
+    still = mp.get_start_method()
+    say_main(f"get_context('fork') -> {type(ctx).__name__}; global still {still!r}")
     return 0
 
 
@@ -158,7 +160,8 @@ def demo_fork_with_threads(args, events: Events) -> int:
         with events.span("main", "lock", method=method) as outcome:
             if took.wait(timeout=args.deadlock_after):
                 child.join(timeout=args.timeout)
-                say_main(f"{method:<10} child took the lock and exited with code {child.exitcode}")
+                code = child.exitcode
+                say_main(f"{method:<10} child took the lock and exited with code {code}")
                 outcome["verdict"] = "finished"
             else:
                 child.kill()
@@ -214,18 +217,20 @@ def demo_cuda_fork(args, events: Events) -> int:
     return 0
 
 
-def parse_args(argv=None):
-    parser = Parser(prog="python -m workers.start_methods", description=__doc__.split("\n\n")[0])
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.start_methods",
+                    description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
-    startup = demos.add_parser("startup", help="what one process costs to start, per method")
+    startup = demos.add_parser("startup", help="what a process costs to start, per method")
     inherit = demos.add_parser("inherit", help="what a child sees of its parent's state")
     context = demos.add_parser("context", help="set_start_method against get_context")
-    threads = demos.add_parser("fork-with-threads", help="fork while another thread holds a lock")
-    queues = demos.add_parser("queue-threads", help="which queues start a background thread")
+    threads = demos.add_parser("fork-with-threads", help="fork while a thread holds a lock")
+    queues = demos.add_parser("queue-threads", help="which queues start a thread")
     cuda = demos.add_parser("cuda-fork", help="CUDA in the parent, then fork (needs a GPU)")
     for demo in (startup, inherit, threads):
         demo.add_argument(
-            "--methods", nargs="+", choices=ALL_METHODS, default=ALL_METHODS, metavar="METHOD",
+            "--methods", nargs="+", choices=ALL_METHODS, default=ALL_METHODS,
+            metavar="METHOD",
             help=f"start methods to compare, from {ALL_METHODS} (default: all)",
         )
     startup.add_argument(
@@ -242,10 +247,7 @@ def parse_args(argv=None):
     )
     for demo in (startup, inherit, context, threads, queues, cuda):
         add_common_options(demo, timeout=30)
-    args = parser.parse_args(argv)
-    if getattr(args, "processes", 1) > MOST_PROCESSES:
-        parser.error(f"at most {MOST_PROCESSES} processes, got {args.processes}")
-    return args
+    return parser
 
 
 DEMOS = {
@@ -259,7 +261,10 @@ DEMOS = {
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser = command_line()
+    args = parser.parse_args(argv)
+    if getattr(args, "processes", 1) > MOST_PROCESSES:
+        parser.error(f"at most {MOST_PROCESSES} processes, got {args.processes}")
     events = open_events(args.events)
     return DEMOS[args.demo](args, events)
 

@@ -1,2 +1,2 @@
-"""Scripts that show a mistake on purpose. Each chapter runs one to reproduce its error; do not
-copy them into your own code (the chapter next to each shows the fix)."""
+"""Scripts that show a mistake on purpose. A chapter runs each to reproduce its error; do
+not copy them into your own code (the chapter beside each shows the fix)."""

@@ -2,9 +2,10 @@
 
     python -m workers.do_not_copy.no_main_guard
 
-Under spawn (and forkserver) the child imports the main module to find ``greet``. Without the
-guard that import runs the lines at the bottom again, inside the child, which tries to start a
-process of its own before it has finished starting: multiprocessing refuses with a RuntimeError.
+Under spawn (and forkserver) the child imports the main module to find ``greet``. Without
+the guard that import runs the lines at the bottom again, inside the child, which tries to
+start a process of its own before it has finished starting: multiprocessing refuses, with a
+RuntimeError.
 """
 
 import multiprocessing as mp  # torch.multiprocessing fails the same way

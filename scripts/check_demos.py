@@ -1,0 +1,248 @@
+"""Run every demo of every worker with this Python's torch, at small sizes: one line each.
+
+    python scripts/check_demos.py                  # every demo, two at a time
+    python scripts/check_demos.py --only hogwild failures --jobs 1
+
+Each demo is started as its chapter starts it (``workers.runner.run``: a process group of
+its own, a timeout, nothing left behind) and must end as its chapter says: exit code 0, or,
+for a demo that shows a failure, the exit code and the message the page expects. Demos
+that need GPUs run where there are enough and are reported as skipped elsewhere; on a
+machine without a GPU, the CUDA-only demos must refuse with their one-line message.
+The exit code is 1 when any demo did not end as expected.
+
+``scripts/check_torch_versions.sh`` runs this in a throwaway environment for another torch
+release, which is how the book checks the oldest release it supports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+import psutil
+import torch
+
+from workers.mnist import DEFAULT_DATA_ROOT, prepare_mnist
+from workers.runner import WorkerError, run
+
+TORCHRUN = ("torch.distributed.run", "--standalone", "--nproc-per-node", "2")
+SCRATCH = "{scratch}"  # replaced by an empty folder of the demo's own
+SMALL_MNIST = ("--epochs", "1", "--train-images", "400")
+
+
+@dataclass(frozen=True)
+class Demo:
+    """One command of the book, and how its chapter says it ends."""
+
+    chapter: str
+    module: str
+    args: tuple[str, ...]
+    returncode: int = 0
+    output: str | None = None  # a regular expression the output must contain
+    gpus: int = 0  # runs only where at least this many GPUs are visible
+    refusal: str | None = None  # with too few GPUs: the one-line error it must exit 2 with
+    events: bool = True  # False for the scripts that take no --events
+    timeout: float = 60
+
+    @property
+    def worker_and_demo(self) -> tuple[str, str]:
+        """Which worker's which subcommand this runs (``demo`` is "" for a plain script)."""
+        module, args = self.module, self.args
+        if module == "torch.distributed.run":
+            module, args = args[args.index("-m") + 1], args[args.index("-m") + 2:]
+        demo = args[0] if args and not args[0].startswith("-") else ""
+        return module, demo
+
+    def command(self) -> str:
+        return shlex.join(["python", "-m", self.module, *self.args])
+
+
+def workers_demo(chapter, *args, **expected) -> Demo:
+    return Demo(chapter, f"workers.{chapter}", args, **expected)
+
+
+def under_torchrun(chapter, *args, module=None, **expected) -> Demo:
+    module = module or f"workers.{chapter}"
+    return Demo(chapter, TORCHRUN[0], (*TORCHRUN[1:], "-m", module, *args), **expected)
+
+
+def cuda_only(chapter, name) -> Demo:
+    """A demo that needs a GPU: run where there is one, refused in one line elsewhere."""
+    return Demo(chapter, f"workers.{chapter}", (name,), gpus=1,
+                refusal=r"needs a (CUDA )?GPU")
+
+
+DEMOS = [
+    workers_demo("start_join", "join", "--processes", "2"),
+    workers_demo("start_join", "no-join", "--processes", "2"),
+    workers_demo("start_join", "daemon", "--processes", "2", "--seconds", "1"),
+    workers_demo("start_join", "exit-codes"),
+    workers_demo("start_join", "fail", returncode=1, output="rank 2 failed on purpose"),
+    workers_demo("start_join", "orphans", "--timeout", "1"),
+    workers_demo("start_methods", "startup", "--processes", "1"),
+    workers_demo("start_methods", "inherit"),
+    workers_demo("start_methods", "context"),
+    workers_demo("start_methods", "fork-with-threads", "--deadlock-after", "1"),
+    workers_demo("start_methods", "queue-threads"),
+    cuda_only("start_methods", "cuda-fork"),
+    Demo("start_methods", "workers.do_not_copy.no_main_guard", (), events=False,
+         returncode=1, output="finished its bootstrapping phase"),
+    workers_demo("init_methods", "join", "--method", "env", "tcp", "file", "store"),
+    under_torchrun("init_methods", "join"),
+    workers_demo("init_methods", "store"),
+    workers_demo("init_methods", "missing-rank", "--timeout", "2", returncode=1,
+                 output="clients joined"),
+    workers_demo("init_methods", "port-in-use", returncode=1,
+                 output="EADDRINUSE|[Aa]ddress already in use"),
+    workers_demo("init_methods", "leftover-file", "--timeout", "2",
+                 output="after job 1: the file exists: True"),
+    workers_demo("init_methods", "benchmark", "--world-sizes", "1", "2"),
+    workers_demo("collectives", "p2p", "--world-size", "3"),
+    workers_demo("collectives", "collectives", "--world-size", "3"),
+    workers_demo("collectives", "collectives", "--world-size", "1", "--backend", "nccl",
+                 gpus=1),
+    workers_demo("collectives", "ring", "--world-size", "3", "--numel", "65536"),
+    workers_demo("collectives", "bandwidth", "--sizes", "1024", "65536"),
+    workers_demo("collectives", "bandwidth", "--sizes", "1024", "65536",
+                 "--backend", "nccl", gpus=2),
+    workers_demo("process_groups", "groups", "--world-size", "4"),
+    workers_demo("process_groups", "groups", "--backend", "nccl", "--world-size", "2",
+                 gpus=2),
+    workers_demo("process_groups", "missing-group", "--world-size", "3", "--timeout", "2",
+                 returncode=1, output="DistStoreError: wait timeout after 2000ms"),
+    workers_demo("process_groups", "mesh", "--world-size", "4"),
+    workers_demo("process_groups", "backends"),
+    workers_demo("process_groups", "backends", "--backend", "nccl", gpus=2),
+    workers_demo("process_groups", "overlap", "--trials", "3"),
+    workers_demo("process_groups", "cleanup",
+                 output="initialize the default process group twice"),
+    workers_demo("ddp_mnist", "single", *SMALL_MNIST),
+    workers_demo("ddp_mnist", "manual", *SMALL_MNIST),
+    workers_demo("ddp_mnist", "ddp", *SMALL_MNIST),
+    workers_demo("ddp_mnist", "ddp", "--world-size", "1", "--backend", "nccl", *SMALL_MNIST,
+                 gpus=1),
+    workers_demo("ddp_mnist", "compare", *SMALL_MNIST, "--checkpoint-dir", SCRATCH),
+    workers_demo("ddp_mnist", "sampler-order"),
+    workers_demo("ddp_mnist", "mistakes"),
+    workers_demo("hogwild", "train", "--epochs", "1", "--threads", "1"),
+    workers_demo("hogwild", "shared", "--processes", "2"),
+    workers_demo("hogwild", "queue", "--items", "50"),
+    workers_demo("hogwild", "fd-limit", "--nofile", "64",
+                 output="received 0 items of ancdata|Too many open files"),
+    workers_demo("hogwild", "grid", "--grid-processes", "1", "2", "--steps", "4"),
+    under_torchrun("hogwild", "threads"),
+    cuda_only("hogwild", "cuda"),
+    workers_demo("launchers", "spawn", *SMALL_MNIST),
+    under_torchrun("launchers", "ddp", *SMALL_MNIST, module="workers.ddp_mnist"),
+    workers_demo("launchers", "two-nodes", *SMALL_MNIST, timeout=120),
+    Demo("launchers", "torch.distributed.launch",
+         ("--nproc-per-node", "2", "-m", "workers.do_not_copy.legacy_local_rank"),
+         events=False, returncode=1, output="unrecognized arguments: --local-rank="),
+    under_torchrun("launchers", "--migrated", events=False,
+                   module="workers.do_not_copy.legacy_local_rank"),
+    workers_demo("failures", "crash",
+                 output=r"exit codes \[1, 1\][\s\S]*the other ranks were stopped"),
+    under_torchrun("failures", "crash", returncode=1, output="ChildFailedError"),
+    workers_demo("failures", "timeout", output="Rank 1 failed to pass monitoredBarrier"),
+    workers_demo("failures", "mismatch", output="Detected mismatch between collectives"),
+    workers_demo("failures", "uneven", output="after 5 steps, stuck for"),
+    Demo("failures", TORCHRUN[0],
+         (*TORCHRUN[1:], "--max-restarts", "1", "-m", "workers.failures", "elastic",
+          "--steps", "8", "--checkpoint-every", "4", "--crash-at-step", "6",
+          "--checkpoint-dir", SCRATCH), timeout=90),
+    workers_demo("failures", "pitfalls", output="Unable to find address for"),
+]
+
+
+def check(demo: Demo, gpus: int) -> tuple[str, str]:
+    """Run one demo; return its verdict ("ok", "FAILED" or "skipped") and a note."""
+    expected, note = (demo.returncode, demo.output), ""
+    if demo.gpus > gpus:
+        if demo.refusal is None:
+            return "skipped", f"needs {demo.gpus} GPU(s), {gpus} visible"
+        expected, note = (2, demo.refusal), f"refused with {gpus} GPU(s), as it should"
+    with tempfile.TemporaryDirectory(prefix="check-") as scratch:
+        args = [arg.replace(SCRATCH, scratch) for arg in demo.args]
+        try:
+            result = run(demo.module, *args, timeout=demo.timeout,
+                         expect_returncode=expected[0], expect_output=expected[1],
+                         events=demo.events, stream=False)
+        except WorkerError as error:
+            return "FAILED", f"{why(error)}; last line: {last_line(error.result)}"
+    if note and len(result.lines) != 1:
+        return "FAILED", f"the refusal is {len(result.lines)} lines, not one"
+    return "ok", note
+
+
+def why(error: WorkerError) -> str:
+    return str(error).split(";")[0].split(": ", 1)[-1]
+
+
+def last_line(result) -> str:
+    """The line that says what went wrong: the last one naming an error, else the last."""
+    texts = [line.text.strip() for line in result.lines if line.text.strip()]
+    errors = [text for text in texts if "Error" in text or "error:" in text]
+    return (errors or texts or ["(no output)"])[-1][:200]
+
+
+def main(argv=None) -> int:
+    chapters = sorted({d.chapter for d in DEMOS})
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=chapters, metavar="CHAPTER",
+                        help=f"only these chapters' workers ({', '.join(chapters)})")
+    parser.add_argument("--jobs", type=int, choices=range(1, 9), default=2, metavar="N",
+                        help="demos run at once, 1 to 8 (default 2)")
+    args = parser.parse_args(argv)
+    gpus = torch.cuda.device_count()
+    chosen = [d for d in DEMOS
+              if not args.only or d.chapter in args.only]
+    print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, {gpus} GPU(s), "
+          f"{len(chosen)} demos, {args.jobs} at a time", flush=True)
+    prepare_mnist(DEFAULT_DATA_ROOT)  # once, before demos that read it run side by side
+    started = time.time()
+    counts = {"ok": 0, "FAILED": 0, "skipped": 0}
+    with ThreadPoolExecutor(args.jobs) as pool:
+        pending = {pool.submit(timed, check, d, gpus): d for d in chosen}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    demo = pending.pop(future)
+                    (verdict, note), seconds = future.result()
+                    counts[verdict] += 1
+                    timing = f"{seconds:5.1f} s" if verdict != "skipped" else " " * 7
+                    print(f"{verdict:<8}{timing}  {demo.command()}"
+                          + (f"  -- {note}" if note else ""), flush=True)
+        except KeyboardInterrupt:
+            pool.shutdown(cancel_futures=True, wait=False)
+            stop_running_demos()
+            print("interrupted: the running demos were stopped", file=sys.stderr)
+            return 130
+    print(f"{counts['ok']} ok, {counts['FAILED']} failed, {counts['skipped']} skipped "
+          f"in {time.time() - started:.0f} s with torch {torch.__version__}")
+    return 1 if counts["FAILED"] else 0
+
+
+def timed(function, *args):
+    begin = time.time()
+    return function(*args), time.time() - begin
+
+
+def stop_running_demos() -> None:
+    """Kill the process group of every demo still running (each leads its own)."""
+    for child in psutil.Process().children():
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
