@@ -37,10 +37,13 @@ print(f"torch=={torch.__version__} torchvision=={torchvision.__version__}")' \
 if [[ $installed != "$wanted" ]]; then
     echo "+ a virtual environment with $wanted in $venv"
     "${PYTHON:-python3}" -m venv "$venv"
+    # uv installs torch's gigabytes of wheels several times faster than pip; pip installs uv
+    "$venv/bin/pip" install --quiet --quiet uv
     # with the workers' other run-time needs, at the versions the book pins
     mapfile -t others < <(grep -E '^(numpy|psutil|mlxtend)==' requirements.txt)
-    if ! "$venv/bin/pip" install --quiet "torch==$torch_version" \
-            "torchvision==$torchvision_version" "${others[@]}"; then
+    # (compiled now: Python would otherwise compile torch's sources at every import)
+    if ! "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
+            "torch==$torch_version" "torchvision==$torchvision_version" "${others[@]}"; then
         echo "check: could not install $wanted (see pip's message above)" >&2
         exit 1
     fi
