@@ -53,15 +53,23 @@ class Demo:
 
     @property
     def worker_and_demo(self) -> tuple[str, str]:
-        """Which worker's which subcommand this runs (``demo`` is "" for a plain script)."""
-        module, args = self.module, self.args
-        if module == "torch.distributed.run":
-            module, args = args[args.index("-m") + 1], args[args.index("-m") + 2:]
-        demo = args[0] if args and not args[0].startswith("-") else ""
-        return module, demo
+        return worker_and_demo(["python", "-m", self.module, *self.args])
 
     def command(self) -> str:
         return shlex.join(["python", "-m", self.module, *self.args])
+
+
+def worker_and_demo(command: list[str]) -> tuple[str, str]:
+    """Which worker's which subcommand a command line runs, through torchrun and the shell
+    launcher too: ``("workers.x", "demo")``, demo "" for a script without subcommands."""
+    if "-m" in command:
+        rest = command[command.index("-m") + 1:]
+        while rest[0].startswith("torch.distributed.") and "-m" in rest:
+            rest = rest[rest.index("-m") + 1:]
+    else:  # scripts/launch_local.sh NPROC MODULE ARGS...
+        rest = command[2:]
+    module, args = rest[0], rest[1:]
+    return module, (args[0] if args and not args[0].startswith("-") else "")
 
 
 def workers_demo(chapter, *args, **expected) -> Demo:
