@@ -208,6 +208,7 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, choices=range(1, 9), default=2, metavar="N",
                         help="demos run at once, 1 to 8 (default 2)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped like a Ctrl-C
     gpus = torch.cuda.device_count()
     chosen = [d for d in DEMOS
               if not args.only or d.chapter in args.only]

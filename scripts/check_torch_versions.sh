@@ -44,7 +44,7 @@ if [[ $installed != "$wanted" ]]; then
     # (compiled now: Python would otherwise compile torch's sources at every import)
     if ! "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
             "torch==$torch_version" "torchvision==$torchvision_version" "${others[@]}"; then
-        echo "check: could not install $wanted (see pip's message above)" >&2
+        echo "check: could not install $wanted (see the installer's message above)" >&2
         exit 1
     fi
 fi

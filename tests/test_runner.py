@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -94,9 +96,10 @@ def interrupt_once(delay: float, twice: bool) -> tuple[float, int]:
     return the seconds it took to end and how many of its processes were alive at the Ctrl-C."""
     marker = f"BOOK_INTERRUPT_TEST={uuid.uuid4().hex}"
     name, value = marker.split("=")
+    scratch = tempfile.mkdtemp(prefix="interrupt-")  # the run's temporary files go here
     caller = subprocess.Popen(
-        [sys.executable, "-c", CALLER], cwd=ROOT, env={**os.environ, name: value},
-        stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", CALLER], cwd=ROOT,
+        env={**os.environ, name: value, "TMPDIR": scratch}, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert caller.stdout.readline().strip() == "ready"
@@ -116,10 +119,12 @@ def interrupt_once(delay: float, twice: bool) -> tuple[float, int]:
             time.sleep(0.1)
         left = processes_marked(marker)
         assert left == [], f"after a Ctrl-C at {delay:.2f} s: {[p.cmdline() for p in left]}"
+        assert os.listdir(scratch) == [], f"after a Ctrl-C at {delay:.2f} s: files left"
         return ended, alive
     finally:
         for process in processes_marked(marker):  # the test failed: leave nothing behind
             process.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_two_runs_at_once_get_different_ports():

@@ -50,13 +50,18 @@ def start_values(rank: int, world_size: int, device) -> torch.Tensor:
 def recorded(events: Events, rank: int, name: str, before, operation, **fields) -> None:
     """Run one operation; record its tensors before and after, and how long it took.
 
-    An operation this backend does not support is recorded with its error instead.
+    An operation this backend does not support is recorded with its error instead, and
+    rank 0 says so.
     """
     with events.span(rank, name, before=before, **fields) as record:
         try:
             record["after"], record["error"] = operation(), None
         except UNSUPPORTED as error:
-            record["after"], record["error"] = None, first_line(error)
+            release = torch.__version__.split("+")[0]
+            why = f"not supported by {dist.get_backend()} in torch {release}"
+            record["after"], record["error"] = None, f"{why}: {first_line(error)}"
+            if rank == 0:
+                say(rank, f"{name} {fields.get('op', '')}".strip() + f": {why}")
 
 
 # --- point-to-point -----------------------------------------------------------------------
@@ -190,7 +195,7 @@ def collectives(rank: int, world_size: int, device, events: Events) -> None:
     mine = {"rank": rank, "pid": os.getpid()}
     recorded(events, rank, "all_gather_object", mine,
              lambda: dist.all_gather_object(gathered, mine) or gathered)
-    say(rank, f"ran {len(REDUCE_OPS) + 14} operations; all_reduce SUM gave {sum_of(n)}")
+    say(rank, f"tried {len(REDUCE_OPS) + 14} operations; all_reduce SUM gave {sum_of(n)}")
     textbook_examples(rank, world_size, device, events)
 
 

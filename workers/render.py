@@ -254,7 +254,7 @@ def before_after(records: list[dict], title: str, ax_before, ax_after, world_siz
             y = record["rank"]
             values = record[key]
             if key == "after" and record.get("error"):
-                ax.text(0, y, f"not supported here: {record['error'][:60]}", va="center",
+                ax.text(0, y, record["error"][:80], va="center",
                         fontsize=8, color="#d62728")
                 continue
             if values is None:

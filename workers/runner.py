@@ -166,6 +166,7 @@ def run(
         if process is not None:
             with _interrupt_held_back():
                 _kill_group(process)
+        recorded = _read_events(events_file)  # and the file is removed
     reader.join(timeout=2)
     while not received.empty():  # lines that arrived while the group was being stopped
         raw = received.get_nowait()
@@ -176,7 +177,7 @@ def run(
         returncode=None if timed_out else process.returncode,
         duration=time.time() - started,
         lines=lines,
-        events=_read_events(events_file),
+        events=recorded,
         timed_out=timed_out,
         started=started,
     )
@@ -282,9 +283,14 @@ def _kill_group(process: subprocess.Popen) -> None:
 def _read_events(path: str | None) -> list[dict]:
     if not path:
         return []
+    records = []
     try:
         with open(path) as file:
-            records = [json.loads(line) for line in file if line.strip()]
+            for line in file:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:  # cut short: its rank was killed writing it
+                    pass
     finally:
         os.unlink(path)
     return sorted(records, key=lambda record: record["t"])
