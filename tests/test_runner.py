@@ -1,6 +1,6 @@
-"""The runner: timeouts kill the whole process group, Ctrl-C at any moment stops a run and leaves
-nothing behind, concurrent runs get their own ports, and failures surface with the worker's own
-message."""
+"""The runner and launch(): timeouts kill the whole process group, Ctrl-C at any moment
+stops a run and leaves nothing behind, concurrent runs get their own ports, and failures
+surface with the worker's own message."""
 
 from __future__ import annotations
 
@@ -172,3 +172,36 @@ def test_lines_are_sorted_by_rank_and_events_are_read_back():
     assert {event["rank"] for event in result.events} == {"main", 0, 1}
     times = [event["t"] for event in result.events]
     assert times == sorted(times)
+
+
+@pytest.mark.parametrize("moment", ["while its ranks start", "while they train"])
+def test_ctrl_c_to_a_worker_alone_stops_its_ranks(moment):
+    """SIGINT to the worker's main process only (as ``timeout -s INT`` or ``kill -INT`` send
+    it): launch() stops every rank, says so in one line and exits 130. A rank stuck in C++
+    (a collective, a rendezvous) cannot run Python's SIGINT handler, so only this saves it."""
+    marker = f"BOOK_INTERRUPT_TEST={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "workers.ddp_mnist", "ddp", "--epochs", "100",
+         "--train-images", "400"],
+        cwd=ROOT, env={**os.environ, name: value}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # not inherited ignored
+    )
+    wanted = "[main] 2 ranks" if moment == "while its ranks start" else "[rank 0] epoch 0"
+    try:
+        lines = []
+        for line in worker.stdout:
+            lines.append(line.rstrip())
+            if line.startswith(wanted):
+                break
+        assert lines and lines[-1].startswith(wanted), lines
+        worker.send_signal(signal.SIGINT)
+        rest, _ = worker.communicate(timeout=30)
+        assert worker.returncode == 130, rest
+        assert rest.splitlines()[-1] == "[main] interrupted: every rank was stopped", rest
+        assert "Traceback" not in rest
+        assert processes_marked(marker) == []
+    finally:
+        for process in processes_marked(marker):
+            process.kill()

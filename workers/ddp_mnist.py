@@ -242,15 +242,18 @@ def wrap_wrongly(model: nn.Module, device) -> DDP:
 
 
 def mistake_rank(rank: int, job: Job, args, mistake: str) -> None:
-    events = Events(args.events)
     with joined(job, rank) as device:
-        torch.manual_seed(args.seed)
-        if mistake == "device_ids on a CPU model":
-            model = wrap_wrongly(MnistNet().to(device), device)
-        else:
-            fixed = mistake.endswith("find_unused_parameters=True")
-            model = wrap(MnistNetWithUnusedLayer().to(device), device, fixed)
-        train(model, "ddp", rank, job.world_size, args, device, events)
+        train_with_mistake(mistake, rank, job.world_size, args, device)
+
+
+def train_with_mistake(mistake: str, rank: int, world_size: int, args, device) -> None:
+    torch.manual_seed(args.seed)
+    if mistake == "device_ids on a CPU model":
+        model = wrap_wrongly(MnistNet().to(device), device)
+    else:
+        fixed = mistake.endswith("find_unused_parameters=True")
+        model = wrap(MnistNetWithUnusedLayer().to(device), device, fixed)
+    train(model, "ddp", rank, world_size, args, device, Events(args.events))
 
 
 MISTAKES = ["a layer unused in forward", "the same, with find_unused_parameters=True",

@@ -121,6 +121,10 @@ def joined(job: Job, rank: int, store=None):
 
     The group is destroyed however the block ends, so a second job in the same process
     starts clean. ``store`` replaces the init method (the failures chapter needs it).
+
+    Build a DDP model in a function called in the block, so it is freed before the group
+    is destroyed: a DDP model that outlives its group frees the group itself, holding the
+    GIL, and that can deadlock with gloo's threads (pytorch/pytorch#56297).
     """
     import torch.distributed as dist
 

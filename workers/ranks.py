@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -158,23 +159,55 @@ def free_port(host: str = "127.0.0.1") -> int:
                 return port
 
 
+@contextmanager
+def interrupt_held_back():
+    """Let the block finish before a Ctrl-C (SIGINT) takes effect; deliver it right after.
+
+    Only the main thread may set signal handlers, and a run started from another thread
+    is not interrupted by Ctrl-C; there, and where SIGINT is ignored or left to C code,
+    the block just runs.
+    """
+    if threading.current_thread() is not threading.main_thread() or not callable(
+        signal.getsignal(signal.SIGINT)
+    ):
+        yield
+        return
+    arrived = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if arrived:
+            signal.raise_signal(signal.SIGINT)  # now handled as the caller had it handled
+
+
 def launch(rank_fn, args: tuple, processes: int, timeout: float, preload=()) -> int:
     """Run ``rank_fn(rank, *args)`` in ``processes`` new processes and wait for them all.
 
     The processes come from a forkserver that has imported torch once, so even eight ranks
     start in a fraction of a second (the start-methods chapter measures why). Returns 0
     when every process exited with 0. When one fails, the others are stopped and 1 is
-    returned; so they are when they outlive ``timeout``. Either way one line says so.
+    returned; so they are when they outlive ``timeout``. Either way one line says so. A
+    Ctrl-C stops them all too, with one line and exit code 130.
     ``preload`` names more modules to import once in the forkserver, not in every rank.
     """
-    import torch.multiprocessing as mp
+    ranks = None
+    try:
+        import torch.multiprocessing as mp
 
-    server = mp.get_context("forkserver")
-    server.set_forkserver_preload(["torch", "torch.distributed", *preload])
-    ranks = mp.start_processes(
-        rank_fn, args=args, nprocs=processes, join=False, start_method="forkserver"
-    )
-    return wait_for(ranks, timeout)
+        server = mp.get_context("forkserver")
+        server.set_forkserver_preload(["torch", "torch.distributed", *preload])
+        with interrupt_held_back():  # a Ctrl-C mid-way would orphan the ranks started
+            ranks = mp.start_processes(
+                rank_fn, args=args, nprocs=processes, join=False, start_method="forkserver"
+            )
+        return wait_for(ranks, timeout)
+    except KeyboardInterrupt:  # before any rank started, or held back until all had
+        if ranks is not None:
+            stop_all(ranks)
+        say_main("interrupted: every rank was stopped")
+        raise SystemExit(130) from None
 
 
 def wait_for(ranks, timeout: float) -> int:
@@ -190,9 +223,12 @@ def wait_for(ranks, timeout: float) -> int:
         while not ranks.join(timeout=0.2):
             if time.time() > deadline:
                 say_main(f"ranks still running after {timeout:g} s: stopping them all")
-                for process in ranks.processes:
-                    process.kill()
+                stop_all(ranks)
                 return 1
+    except KeyboardInterrupt:  # Ctrl-C, or SIGINT sent to this process alone
+        stop_all(ranks)
+        say_main("interrupted: every rank was stopped")
+        raise SystemExit(130) from None
     except mp.ProcessExitedException as error:  # start_processes stopped the others
         if error.signal_name:
             how = f"signal {error.signal_name}"
@@ -208,6 +244,14 @@ def wait_for(ranks, timeout: float) -> int:
         )
         return 1
     return 0
+
+
+def stop_all(ranks) -> None:
+    """Kill every rank still running and reap it (a rank stuck in C++ ignores SIGTERM)."""
+    for process in ranks.processes:
+        process.kill()
+    for process in ranks.processes:
+        process.join()
 
 
 def raised_line(traceback_text: str) -> str:

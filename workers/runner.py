@@ -32,11 +32,10 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.ranks import free_port
+from workers.ranks import free_port, interrupt_held_back
 from workers.render import live_output
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -148,7 +147,7 @@ def run(
     timed_out = False
     started = time.time()
     try:
-        with _interrupt_held_back():  # the child exists only once `process` names it
+        with interrupt_held_back():  # the child exists only once `process` names it
             process = subprocess.Popen(
                 command,
                 stdout=subprocess.PIPE,
@@ -164,7 +163,7 @@ def run(
     finally:
         # On success, timeout, error and Ctrl-C alike; a second Ctrl-C waits for it.
         if process is not None:
-            with _interrupt_held_back():
+            with interrupt_held_back():
                 _kill_group(process)
         recorded = _read_events(events_file)  # and the file is removed
     reader.join(timeout=2)
@@ -207,29 +206,6 @@ def _collect(process, received, started, timeout, lines, display) -> bool:
         if raw is None:  # the child and all its descendants closed the pipe
             return False
         _record(raw, started, lines, display)
-
-
-@contextmanager
-def _interrupt_held_back():
-    """Let the block finish before a Ctrl-C (SIGINT) takes effect; deliver it right after.
-
-    Only the main thread may set signal handlers, and a run started from another thread
-    is not interrupted by Ctrl-C; there, and where SIGINT is ignored or left to C code,
-    the block just runs.
-    """
-    if threading.current_thread() is not threading.main_thread() or not callable(
-        signal.getsignal(signal.SIGINT)
-    ):
-        yield
-        return
-    arrived = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if arrived:
-            signal.raise_signal(signal.SIGINT)  # now handled as the caller had it handled
 
 
 def _check(result, module, timeout, expect_returncode, expect_output) -> None:
