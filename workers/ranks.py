@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from typing import NoReturn
 
 MAIN = "main"  # the label of the process that starts the others
 MOST_PROCESSES = 64  # the most ranks or processes a worker starts on one machine
@@ -96,7 +97,7 @@ def fail(text: str, code: int = 2) -> None:
 class Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line (no usage dump), exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
