@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 from workers.runner import WorkerError
 
@@ -196,6 +197,10 @@ def test_ctrl_c_to_a_worker_alone_stops_its_ranks(moment):
             if line.startswith(wanted):
                 break
         assert lines and lines[-1].startswith(wanted), lines
+        deadline = time.time() + 30
+        while not forkserver_of(marker) and time.time() < deadline:  # launch() is starting
+            time.sleep(0.05)  # the ranks: the line above came just before it
+        assert forkserver_of(marker), "no forkserver started within 30 s"
         worker.send_signal(signal.SIGINT)
         rest, _ = worker.communicate(timeout=30)
         assert worker.returncode == 130, rest
@@ -205,3 +210,14 @@ def test_ctrl_c_to_a_worker_alone_stops_its_ranks(moment):
     finally:
         for process in processes_marked(marker):
             process.kill()
+
+
+def forkserver_of(marker: str) -> bool:
+    """Whether the marked worker's forkserver exists (launch() starts it, then the ranks)."""
+    for process in processes_marked(marker):
+        try:
+            if "forkserver" in " ".join(process.cmdline()):
+                return True
+        except psutil.Error:  # it ended meanwhile
+            pass
+    return False

@@ -346,7 +346,7 @@ def main(argv=None) -> int:
     if job and job.started_as_rank:  # torchrun (or a script) started this process as a rank
         if args.demo not in ("manual", "ddp"):
             fail(f"{args.demo} starts its own jobs: run it without torchrun")
-        return run_ranks(job, rank_main, args, args.demo)
+        return run_ranks(job, rank_main, args, args.demo, preload=PRELOAD)
     try:
         say_main(f"data: {prepare_mnist(args.data_root, args.download)}")
     except OSError as error:

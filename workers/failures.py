@@ -316,14 +316,17 @@ def rank_main(rank: int, job: Job, args) -> None:
             uneven(rank, group, events, args.join)
 
 
+# uneven and elastic build optimizers, and the first optimizer imports torch._dynamo: import
+# it once, in the forkserver, or before the group under torchrun (run_ranks says why)
+OPTIMIZER_IMPORTS = ("torch._dynamo",)
+
+
 def in_turn(job: Job, args, option: str, events: Events) -> int:
     """The same scenario twice, without and with ``option`` (a fix or a better tool)."""
     for value in (False, True):
         setattr(args, option, value)
         say_main(f"--- {option}={value}")
-        # uneven builds an optimizer, and torch.optim imports torch._dynamo: import it once,
-        # in the forkserver
-        run_ranks(job.on_fresh_port(), rank_main, args, preload=("torch._dynamo",))
+        run_ranks(job.on_fresh_port(), rank_main, args, preload=OPTIMIZER_IMPORTS)
     return 0
 
 
@@ -384,7 +387,8 @@ def main(argv=None) -> int:
     args.monitored = args.join = args.detail = False  # the plain variant of each scenario
     if job.started_as_rank:  # torchrun started this process as one rank
         entry = record(rank_main) if getattr(args, "record", True) else rank_main
-        return run_ranks(job, entry, args)
+        imports = OPTIMIZER_IMPORTS if args.demo == "elastic" else ()
+        return run_ranks(job, entry, args, preload=imports)
     if args.demo == "crash":
         return crash_under_launchers(job, args, events)
     if args.demo == "timeout":

@@ -18,6 +18,7 @@ init-methods chapter shows every route.
 
 from __future__ import annotations
 
+import importlib
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -106,9 +107,12 @@ def run_ranks(job: Job, rank_main, *args, preload: tuple = ()) -> int:
 
     Started as a rank, this process runs its own rank. Otherwise it starts one process per
     rank and stops them all a few seconds after the job's timeout, so a rank's own timeout
-    error is what the reader sees first.
+    error is what the reader sees first. Either way the ``preload`` modules are imported
+    before any rank joins the group.
     """
     if job.started_as_rank:
+        for module in preload:  # torch._dynamo imported after init_process_group keeps
+            importlib.import_module(module)  # the group alive after its destruction
         rank_main(int(os.environ["RANK"]), job, *args)
         return 0
     say_main(f"{job.world_size} ranks, backend {job.backend}")
