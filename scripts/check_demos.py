@@ -35,6 +35,7 @@ from workers.runner import WorkerError, run
 TORCHRUN = ("torch.distributed.run", "--standalone", "--nproc-per-node", "2")
 SCRATCH = "{scratch}"  # replaced by an empty folder of the demo's own
 SMALL_MNIST = ("--epochs", "1", "--train-images", "400")
+SMALL_TOWER = ("--width", "256", "--depth", "4", "--steps", "2")
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,15 @@ DEMOS = [
     workers_demo("ddp_mnist", "compare", *SMALL_MNIST, "--checkpoint-dir", SCRATCH),
     workers_demo("ddp_mnist", "sampler-order"),
     workers_demo("ddp_mnist", "mistakes"),
+    workers_demo("ddp_internals", "buckets", *SMALL_TOWER, "--caps", "1", "25"),
+    workers_demo("ddp_internals", "overlap", *SMALL_TOWER),
+    under_torchrun("ddp_internals", "overlap", *SMALL_TOWER),
+    workers_demo("ddp_internals", "overlap", "--world-size", "1", "--backend", "nccl",
+                 gpus=1),
+    workers_demo("ddp_internals", "no-sync", *SMALL_TOWER),
+    workers_demo("ddp_internals", "compression"),
+    workers_demo("ddp_internals", "options", *SMALL_TOWER),
+    workers_demo("ddp_internals", "compile", *SMALL_TOWER, "--compiler", "aot_eager"),
     workers_demo("hogwild", "train", "--epochs", "1", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),

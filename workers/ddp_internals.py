@@ -1,0 +1,566 @@
+"""Inside DistributedDataParallel: buckets, overlap, gradient accumulation, communication
+hooks and DDP's options, each measured on a real job.
+
+    python -m workers.ddp_internals buckets
+    python -m workers.ddp_internals overlap
+    python -m workers.ddp_internals no-sync --micro-batches 4
+    python -m workers.ddp_internals compression --epochs 1
+    python -m workers.ddp_internals options
+    python -m workers.ddp_internals compile
+    torchrun --standalone --nproc-per-node 2 -m workers.ddp_internals overlap
+
+Every demo is one job of --world-size ranks (default 2): gloo on the CPU, nccl with one GPU
+per rank. The ranks record what they measured in the events file (--events), which the
+chapter draws; rank 0 prints the results.
+"""
+
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
+from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_tensors, prepare_mnist
+from workers.ranks import (
+    Events,
+    Parser,
+    add_common_options,
+    fail,
+    first_line,
+    open_events,
+    positive_float,
+    positive_int,
+    say,
+)
+
+# --- a model with several buckets' worth of gradients, and how a step is timed ----------
+
+
+def tower(width: int, depth: int) -> nn.Sequential:
+    """``depth`` square linear layers of ``width`` features: ``4 * width**2`` bytes of
+    weight gradient each."""
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def wrap(model: nn.Module, device: torch.device, **options) -> DDP:
+    """DDP around a model already on its device: device_ids on a GPU, none on the CPU."""
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DDP(model, device_ids=device_ids, **options)
+
+
+def batch_for(rank: int, step: int, args, device) -> torch.Tensor:
+    """Rank r's inputs for one step: different on every rank, the same on every run."""
+    generator = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(args.batch_size, args.width, generator=generator).to(device)
+
+
+def train_step(model, optimizer, inputs) -> None:
+    optimizer.zero_grad()
+    model(inputs).pow(2).mean().backward()
+    optimizer.step()
+
+
+def synchronize(device) -> None:
+    """Wait for the GPU's queued work, so that a clock reading means what it says."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_seconds(step, *args, steps: int, warmup: int, device) -> float:
+    """Median wall time of ``step(*args)`` over ``steps`` calls, after ``warmup`` more."""
+    for _ in range(warmup):
+        step(*args)
+    times = []
+    for _ in range(steps):
+        synchronize(device)
+        begin = time.perf_counter()
+        step(*args)
+        synchronize(device)
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)
+
+
+def slowest_rank(seconds: float, device) -> float:
+    """A step is as slow as its slowest rank: the maximum over the ranks, known to all."""
+    value = torch.tensor([seconds], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return value.item()
+
+
+# --- buckets, seen ------------------------------------------------------------------------
+
+
+def recording_hook(state: dict,
+                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """What DDP does by default, averaging the bucket over the ranks, and a record of it:
+    the bucket's index, bytes and parameters, and when its all-reduce began and ended."""
+    buffer = bucket.buffer()
+    began = time.time()
+    buffer.div_(dist.get_world_size())
+    future = dist.all_reduce(buffer, async_op=True).get_future()
+
+    def record(done: torch.futures.Future) -> torch.Tensor:
+        state["events"].emit(
+            state["rank"], "bucket", t=began, t_end=time.time(), **state["labels"],
+            index=bucket.index(), bytes=buffer.numel() * buffer.element_size(),
+            parameters=[state["names"][id(p)] for p in bucket.parameters()])
+        return done.value()[0]
+
+    return future.then(record)
+
+
+def record_gradients_ready(model: nn.Module, state: dict) -> None:
+    """Record the moment backward has finished each layer's weight gradient."""
+    for name, parameter in model.named_parameters():
+        if name.endswith("weight"):
+            def ready(_, name=name):
+                state["events"].emit(state["rank"], "gradient ready", **state["labels"],
+                                     parameter=name)
+            parameter.register_post_accumulate_grad_hook(ready)
+
+
+def buckets(rank: int, args, device, events: Events) -> None:
+    """For each bucket_cap_mb: train a few steps with every bucket recorded; time them."""
+    for cap in args.caps:
+        torch.manual_seed(0)
+        model = tower(args.width, args.depth).to(device)
+        ddp = wrap(model, device, bucket_cap_mb=cap)
+        state = {"rank": rank, "events": events, "labels": {"cap_mb": cap, "step": 0},
+                 "names": {id(p): name for name, p in model.named_parameters()}}
+        ddp.register_comm_hook(state, recording_hook)
+        record_gradients_ready(model, state)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+        times = []
+        for step in range(args.steps + 2):  # DDP rebuilds its buckets after step 0
+            state["labels"]["step"] = step
+            inputs = batch_for(rank, step, args, device)
+            synchronize(device)
+            with events.span(rank, "backward", **state["labels"]):
+                optimizer.zero_grad()
+                begin = time.perf_counter()
+                ddp(inputs).pow(2).mean().backward()  # returns when every bucket is reduced
+            optimizer.step()
+            synchronize(device)
+            times.append(time.perf_counter() - begin)
+        seconds = slowest_rank(statistics.median(times[2:]), device)
+        events.emit(rank, "bucket cap", cap_mb=cap, seconds=seconds)
+        if rank == 0:
+            say(rank, f"bucket_cap_mb={cap:<4} {seconds * 1000:6.1f} ms per step")
+
+
+# --- overlap, measured --------------------------------------------------------------------
+
+
+def backward_then_all_reduce(model, optimizer, inputs) -> None:
+    """No overlap: the whole backward first, then one all-reduce of every gradient."""
+    optimizer.zero_grad()
+    model(inputs).pow(2).mean().backward()
+    gradients = [p.grad for p in model.parameters()]
+    flat = torch.cat([g.flatten() for g in gradients])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for gradient, averaged in zip(gradients, flat.split([g.numel() for g in gradients])):
+        gradient.copy_(averaged.view_as(gradient))
+    optimizer.step()
+
+
+def overlap(rank: int, args, device, events: Events) -> None:
+    """One step four ways: DDP, by hand without overlap, and its two parts alone."""
+    torch.manual_seed(0)
+    model = tower(args.width, args.depth).to(device)
+    ddp = wrap(tower(args.width, args.depth).to(device), device)
+    inputs = batch_for(rank, 0, args, device)
+    everything = torch.cat([p.detach().flatten() for p in model.parameters()])
+    variants = {
+        "DDP": (train_step, ddp),
+        "backward, then one all-reduce": (backward_then_all_reduce, model),
+        "compute alone": (train_step, model),
+    }
+    timings = {}
+    for name, (step, net) in variants.items():
+        optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+        timings[name] = median_seconds(step, net, optimizer, inputs, steps=args.steps,
+                                       warmup=2, device=device)
+    timings["all-reduce alone"] = median_seconds(dist.all_reduce, everything,
+                                                 steps=args.steps, warmup=2, device=device)
+    for name, seconds in timings.items():
+        seconds = slowest_rank(seconds, device)
+        events.emit(rank, "overlap", variant=name, seconds=seconds)
+        if rank == 0:
+            say(rank, f"{name:<30} {seconds * 1000:7.1f} ms")
+
+
+# --- gradient accumulation with no_sync() -------------------------------------------------
+
+
+def counting_hook(state: dict,
+                  bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP's own averaging hook, counting the all-reduces it starts."""
+    state["all-reduces"] += 1
+    return default_hooks.allreduce_hook(None, bucket)
+
+
+def accumulate(ddp: DDP, optimizer, micro_batches: list, use_no_sync: bool) -> None:
+    """One optimizer step over k micro-batches; with no_sync(), one all-reduce in all."""
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    for i, inputs in enumerate(micro_batches):
+        if use_no_sync and i < k - 1:
+            with ddp.no_sync():  # the gradients only add up locally
+                (ddp(inputs).pow(2).mean() / k).backward()
+        else:  # this backward averages everything accumulated so far
+            (ddp(inputs).pow(2).mean() / k).backward()
+    optimizer.step()
+
+
+ACCUMULATION = ["all-reduce every micro-batch", "no_sync()", "one batch k times larger"]
+
+
+def no_sync(rank: int, args, device, events: Events) -> None:
+    """k micro-batches per step, with and without no_sync(), against one big batch."""
+    micro_batches = [batch_for(rank, i, args, device) for i in range(args.micro_batches)]
+    weights = {}
+    for name in ACCUMULATION:
+        torch.manual_seed(0)
+        ddp = wrap(tower(args.width, args.depth).to(device), device)
+        state = {"all-reduces": 0}
+        ddp.register_comm_hook(state, counting_hook)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        if name == "one batch k times larger":
+            step = (train_step, ddp, optimizer, torch.cat(micro_batches))
+        else:
+            step = (accumulate, ddp, optimizer, micro_batches, name == "no_sync()")
+        step[0](*step[1:])  # the first step: its weights are compared
+        weights[name] = [p.detach().clone() for p in ddp.module.parameters()]
+        state["all-reduces"] = 0  # count from here, with DDP's buckets rebuilt
+        seconds = median_seconds(*step, steps=args.steps, warmup=1, device=device)
+        all_reduces = state["all-reduces"] // (args.steps + 1)  # per optimizer step
+        seconds = slowest_rank(seconds, device)
+        events.emit(rank, "accumulation", variant=name, all_reduces=all_reduces,
+                    seconds=seconds, k=args.micro_batches)
+        if rank == 0:
+            say(rank, f"{name:<30} {all_reduces:3} all-reduce(s), {seconds * 1000:7.1f} ms "
+                      "per optimizer step")
+    reference = weights["one batch k times larger"]
+    for name in ACCUMULATION:
+        difference = max((mine - theirs).abs().max().item()
+                         for mine, theirs in zip(weights[name], reference))
+        events.emit(rank, "weights", variant=name, largest_difference=difference)
+
+
+# --- hooks that change the traffic --------------------------------------------------------
+
+
+class CountedTraffic:
+    """Add up the bytes of every tensor handed to ``dist.all_reduce`` within the block.
+
+    DDP's communication hooks call ``torch.distributed.all_reduce``; inside the block that
+    name stands for a wrapper that counts each tensor's bytes, then calls the real one.
+    """
+
+    def __init__(self):
+        self.bytes = 0
+        self.all_reduce = dist.all_reduce
+
+    def counted(self, tensor, *args, **kwargs):
+        self.bytes += tensor.numel() * tensor.element_size()
+        return self.all_reduce(tensor, *args, **kwargs)
+
+    def __enter__(self):
+        dist.all_reduce = self.counted
+        return self
+
+    def __exit__(self, *exc):
+        dist.all_reduce = self.all_reduce
+
+
+def powersgd(ddp: DDP) -> None:
+    """PowerSGD: each large gradient matrix sent as two thin factors of rank 2."""
+    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
+                                        start_powerSGD_iter=2)  # plain all-reduce before
+    ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+
+HOOKS = {
+    "allreduce (the default)":
+        lambda ddp: ddp.register_comm_hook(None, default_hooks.allreduce_hook),
+    "fp16_compress_hook":
+        lambda ddp: ddp.register_comm_hook(None, default_hooks.fp16_compress_hook),
+    "bf16_compress_hook":
+        lambda ddp: ddp.register_comm_hook(None, default_hooks.bf16_compress_hook),
+    "powerSGD_hook, rank 2": powersgd,
+}
+
+
+def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) -> int:
+    """--epochs over the training images, this rank's share of each global batch;
+    returns the number of steps."""
+    world_size = dist.get_world_size()
+    per_rank = args.batch_size // world_size
+    steps = len(images) // args.batch_size
+    for epoch in range(args.epochs):
+        order = torch.randperm(len(images), generator=torch.Generator().manual_seed(epoch))
+        for step in range(steps):
+            batch = order[step * args.batch_size:][:args.batch_size]
+            mine = batch[rank * per_rank:][:per_rank]
+            optimizer.zero_grad()
+            loss = F.cross_entropy(ddp(images[mine].to(device)), labels[mine].to(device))
+            loss.backward()
+            optimizer.step()
+    return args.epochs * steps
+
+
+def compression(rank: int, args, device, events: Events) -> None:
+    """The same training with each hook: bytes all-reduced per step, test accuracy."""
+    (images, labels), (test_images, test_labels) = mnist_tensors(args.data_root)
+    for name, register in HOOKS.items():
+        torch.manual_seed(0)
+        ddp = wrap(MnistNet().to(device), device)
+        register(ddp)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+        try:
+            with CountedTraffic() as traffic:
+                steps = train_mnist(ddp, optimizer, rank, args, device, images, labels)
+        except RuntimeError as error:  # a backend without this dtype, say
+            events.emit(rank, "hook", hook=name, error=first_line(error))
+            if rank == 0:
+                say(rank, f"{name:<24} did not run: {first_line(error)}")
+            continue
+        with torch.no_grad():
+            predicted = ddp.module(test_images.to(device)).argmax(dim=1)
+        accuracy = (predicted == test_labels.to(device)).float().mean().item()
+        events.emit(rank, "hook", hook=name, bytes_per_step=traffic.bytes / steps,
+                    accuracy=accuracy, error=None)
+        if rank == 0:
+            say(rank, f"{name:<24} {traffic.bytes / steps / 1e3:7.1f} kB all-reduced per "
+                      f"step, test accuracy {accuracy:.1%}")
+
+
+# --- DDP's options, and batch norm --------------------------------------------------------
+
+
+class TowerWithUnusedLayer(nn.Module):
+    """The tower, and one more layer that forward never calls."""
+
+    def __init__(self, width: int, depth: int):
+        super().__init__()
+        self.used = tower(width, depth)
+        self.unused = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+OPTIONS = {
+    "defaults": {},
+    "gradient_as_bucket_view=True": {"gradient_as_bucket_view": True},
+    "static_graph=True": {"static_graph": True},
+    "find_unused_parameters=True": {"find_unused_parameters": True},
+}
+
+
+def options(rank: int, args, device, events: Events) -> None:
+    """Each option's time per step on the tower, and whether it trains with a layer that
+    takes no part in the loss."""
+    inputs = batch_for(rank, 0, args, device)
+    for name, chosen in OPTIONS.items():
+        for model in [tower(args.width, args.depth),
+                      TowerWithUnusedLayer(args.width, args.depth)]:
+            torch.manual_seed(0)
+            ddp = wrap(model.to(device), device, **chosen)
+            optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+            try:
+                seconds = slowest_rank(median_seconds(
+                    train_step, ddp, optimizer, inputs, steps=args.steps, warmup=2,
+                    device=device), device)
+                error = None
+            except RuntimeError as raised:  # DDP refuses the unused layer
+                seconds, error = None, first_line(raised)
+            events.emit(rank, "option", option=name, model=type(model).__name__,
+                        seconds=seconds, error=error)
+            if rank == 0:
+                result = (f"refused: {error.split('. ')[0]}" if error else
+                          f"{seconds * 1000:7.1f} ms per step")
+                say(rank, f"{name:<29} {type(model).__name__:<21} {result}")
+    batch_norm(rank, args, device, events)
+
+
+def synced_statistics(inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and variance per feature over every rank's batch: what SyncBatchNorm computes
+    in each forward, from one all-reduce of the counts, sums and sums of squares."""
+    totals = torch.stack([torch.full_like(inputs[0], len(inputs)),
+                          inputs.sum(dim=0), inputs.pow(2).sum(dim=0)])
+    dist.all_reduce(totals)
+    count, total, squares = totals
+    mean = total / count
+    return mean, squares / count - mean**2
+
+
+def batch_norm(rank: int, args, device, events: Events) -> None:
+    """Each rank's batch statistics, its own and synchronised, and SyncBatchNorm itself."""
+    inputs = batch_for(rank, 0, args, device)[:, :4] + rank  # rank r's data centred on r
+    mean, variance = synced_statistics(inputs)
+    everyone = [torch.empty_like(inputs) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, inputs)
+    whole = torch.cat(everyone)  # the global batch, to check against
+    events.emit(rank, "batch statistics", own_mean=inputs.mean(dim=0).tolist(),
+                synced_mean=mean.tolist(), whole_batch_mean=whole.mean(dim=0).tolist(),
+                synced_variance=variance.tolist(),
+                whole_batch_variance=whole.var(dim=0, unbiased=False).tolist())
+    for layer in [nn.BatchNorm1d(4), nn.SyncBatchNorm(4)]:
+        try:
+            wrap(nn.Sequential(layer).to(device), device)(inputs)
+            error = None
+        except ValueError as raised:  # SyncBatchNorm on the CPU
+            error = first_line(raised)
+        events.emit(rank, "batch norm", layer=type(layer).__name__, error=error,
+                    running_mean=layer.running_mean.tolist())
+        if rank == 0:
+            say(rank, f"{type(layer).__name__:<13} " + (f"error: {error}" if error else
+                      f"running_mean {layer.running_mean.tolist()}"))
+
+
+# --- torch.compile ------------------------------------------------------------------------
+
+
+def compiled(rank: int, args, device, events: Events) -> None:
+    """The same DDP step eager and compiled two ways: the first step, which compiles,
+    the later ones, and how many graphs the compiler was handed."""
+    from torch._dynamo.utils import counters  # torch.compile's own tally of its work
+
+    inputs = batch_for(rank, 0, args, device)
+    for name in ["eager", "torch.compile(DDP(model))", "DDP(torch.compile(model))"]:
+        torch.manual_seed(0)
+        model = tower(args.width, args.depth).to(device)
+        if name == "eager":
+            ddp = wrap(model, device)
+        elif name == "torch.compile(DDP(model))":
+            ddp = torch.compile(wrap(model, device), backend=args.compiler)
+        else:
+            ddp = wrap(torch.compile(model, backend=args.compiler), device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        counters.clear()
+        begin = time.perf_counter()
+        train_step(ddp, optimizer, inputs)
+        first = slowest_rank(time.perf_counter() - begin, device)
+        later = slowest_rank(median_seconds(train_step, ddp, optimizer, inputs,
+                                            steps=args.steps, warmup=1, device=device),
+                             device)
+        graphs = counters["stats"]["unique_graphs"]
+        events.emit(rank, "compile", variant=name, backend=args.compiler, first=first,
+                    later=later, graphs=graphs)
+        if rank == 0:
+            say(rank, f"{name:<26} {graphs} graph(s) compiled, first step {first:6.2f} s, "
+                      f"then {later * 1000:6.1f} ms per step")
+        torch.compiler.reset()  # the compiled code holds the model: let both go
+
+
+# --- the job ------------------------------------------------------------------------------
+
+DEMOS = {
+    "buckets": buckets,
+    "overlap": overlap,
+    "no-sync": no_sync,
+    "compression": compression,
+    "options": options,
+    "compile": compiled,
+}
+# Imported before a rank joins its group (torch._dynamo imported later keeps the group alive
+# past destroy_process_group), and once in the forkserver rather than in every rank.
+PRELOAD = ("torchvision", "workers.mnist", "torch._dynamo")
+
+
+def rank_main(rank: int, job: Job, args) -> None:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world_size))  # share cores
+    events = Events(args.events)
+    with joined(job, rank) as device:
+        DEMOS[args.demo](rank, args, device, events)
+        synchronize(device)
+
+
+def add_tower_options(parser, width: int = 1024, depth: int = 8, steps: int = 8) -> None:
+    parser.add_argument("--width", type=positive_int, default=width,
+                        help=f"features of each linear layer (default {width})")
+    parser.add_argument("--depth", type=positive_int, default=depth,
+                        help=f"linear layers (default {depth})")
+    parser.add_argument("--batch-size", type=positive_int, default=32,
+                        help="inputs per rank and step (default 32)")
+    parser.add_argument("--steps", type=positive_int, default=steps,
+                        help=f"timed steps per variant (default {steps})")
+
+
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.ddp_internals",
+                    description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    bucket_demo = demos.add_parser(
+        "buckets", help="every bucket's all-reduce recorded, for several bucket_cap_mb")
+    overlap_demo = demos.add_parser(
+        "overlap", help="DDP's overlapped step against backward, then one all-reduce")
+    accumulation = demos.add_parser(
+        "no-sync", help="gradient accumulation with and without no_sync()")
+    hooks = demos.add_parser(
+        "compression", help="fp16, bf16 and PowerSGD hooks: bytes per step, accuracy")
+    option_demo = demos.add_parser(
+        "options", help="gradient_as_bucket_view, static_graph, find_unused_parameters; "
+                        "batch norm across ranks")
+    compile_demo = demos.add_parser("compile", help="the DDP step eager and compiled")
+    add_tower_options(bucket_demo)
+    bucket_demo.add_argument("--caps", type=positive_int, nargs="+", metavar="MB",
+                             default=[1, 5, 25, 100],
+                             help="bucket_cap_mb values (default 1 5 25 100)")
+    add_tower_options(overlap_demo)
+    add_tower_options(accumulation, width=512, depth=4, steps=3)
+    accumulation.add_argument("--micro-batches", type=positive_int, default=4, metavar="K",
+                              help="micro-batches per optimizer step (default 4)")
+    hooks.add_argument("--epochs", type=positive_int, default=1,
+                       help="epochs on the MNIST training images per hook (default 1)")
+    hooks.add_argument("--batch-size", type=positive_int, default=64,
+                       help="global batch, split over the ranks (default 64)")
+    hooks.add_argument("--lr", type=positive_float, default=0.05,
+                       help="learning rate (default 0.05)")
+    hooks.add_argument("--data-root", default=DEFAULT_DATA_ROOT,
+                       help="where MNIST is (default: data/ in the clone)")
+    add_tower_options(option_demo, width=512, depth=4)
+    add_tower_options(compile_demo, width=512, depth=4)
+    compile_demo.add_argument("--compiler", default="inductor",
+                              help="torch.compile backend (default inductor)")
+    for demo in (bucket_demo, overlap_demo, accumulation, hooks, option_demo, compile_demo):
+        add_job_options(demo)
+        add_common_options(demo, timeout=60)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = command_line()
+    args = parser.parse_args(argv)
+    open_events(args.events)
+    job = job_from_args(parser, args, least=1)  # one rank is a job too (one GPU, say)
+    if args.demo == "compression":
+        if args.batch_size % job.world_size:
+            parser.error(f"--batch-size {args.batch_size} does not split evenly over "
+                         f"{job.world_size} ranks")
+        try:
+            prepare_mnist(args.data_root)
+        except OSError as error:
+            fail(f"cannot prepare MNIST under {args.data_root}: {first_line(error)}")
+    if args.demo == "compile":
+        backends = torch.compiler.list_backends(exclude_tags=())
+        if args.compiler not in backends:
+            parser.error(f"--compiler {args.compiler} is not a torch.compile backend here; "
+                         f"try {', '.join(torch.compiler.list_backends())} or aot_eager")
+    return run_ranks(job, rank_main, args, preload=PRELOAD)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
