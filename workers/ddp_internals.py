@@ -43,13 +43,19 @@ from workers.ranks import (
 # --- a model with several buckets' worth of gradients, and how a step is timed ----------
 
 
-def tower(width: int, depth: int) -> nn.Sequential:
-    """``depth`` square linear layers of ``width`` features: ``4 * width**2`` bytes of
-    weight gradient each."""
-    layers = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.ReLU()]
-    return nn.Sequential(*layers)
+class Tower(nn.Module):
+    """``depth`` square linear layers of ``width`` features, each followed by a ReLU:
+    ``4 * width**2`` bytes of weight gradient per layer."""
+
+    def __init__(self, width: int, depth: int):
+        super().__init__()
+        layers = []
+        for _ in range(depth):
+            layers += [nn.Linear(width, width), nn.ReLU()]
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.layers(x)
 
 
 def wrap(model: nn.Module, device: torch.device, **options) -> DDP:
@@ -133,7 +139,7 @@ def buckets(rank: int, args, device, events: Events) -> None:
     """For each bucket_cap_mb: train a few steps with every bucket recorded; time them."""
     for cap in args.caps:
         torch.manual_seed(0)
-        model = tower(args.width, args.depth).to(device)
+        model = Tower(args.width, args.depth).to(device)
         ddp = wrap(model, device, bucket_cap_mb=cap)
         state = {"rank": rank, "events": events, "labels": {"cap_mb": cap, "step": 0},
                  "names": {id(p): name for name, p in model.named_parameters()}}
@@ -177,8 +183,8 @@ def backward_then_all_reduce(model, optimizer, inputs) -> None:
 def overlap(rank: int, args, device, events: Events) -> None:
     """One step four ways: DDP, by hand without overlap, and its two parts alone."""
     torch.manual_seed(0)
-    model = tower(args.width, args.depth).to(device)
-    ddp = wrap(tower(args.width, args.depth).to(device), device)
+    model = Tower(args.width, args.depth).to(device)
+    ddp = wrap(Tower(args.width, args.depth).to(device), device)
     inputs = batch_for(rank, 0, args, device)
     everything = torch.cat([p.detach().flatten() for p in model.parameters()])
     variants = {
@@ -232,7 +238,7 @@ def no_sync(rank: int, args, device, events: Events) -> None:
     weights = {}
     for name in ACCUMULATION:
         torch.manual_seed(0)
-        ddp = wrap(tower(args.width, args.depth).to(device), device)
+        ddp = wrap(Tower(args.width, args.depth).to(device), device)
         state = {"all-reduces": 0}
         ddp.register_comm_hook(state, counting_hook)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
@@ -349,16 +355,12 @@ def compression(rank: int, args, device, events: Events) -> None:
 # --- DDP's options, and batch norm --------------------------------------------------------
 
 
-class TowerWithUnusedLayer(nn.Module):
+class TowerWithUnusedLayer(Tower):
     """The tower, and one more layer that forward never calls."""
 
     def __init__(self, width: int, depth: int):
-        super().__init__()
-        self.used = tower(width, depth)
+        super().__init__(width, depth)
         self.unused = nn.Linear(width, width)
-
-    def forward(self, x):
-        return self.used(x)
 
 
 OPTIONS = {
@@ -374,7 +376,7 @@ def options(rank: int, args, device, events: Events) -> None:
     takes no part in the loss."""
     inputs = batch_for(rank, 0, args, device)
     for name, chosen in OPTIONS.items():
-        for model in [tower(args.width, args.depth),
+        for model in [Tower(args.width, args.depth),
                       TowerWithUnusedLayer(args.width, args.depth)]:
             torch.manual_seed(0)
             ddp = wrap(model.to(device), device, **chosen)
@@ -441,7 +443,7 @@ def compiled(rank: int, args, device, events: Events) -> None:
     inputs = batch_for(rank, 0, args, device)
     for name in ["eager", "torch.compile(DDP(model))", "DDP(torch.compile(model))"]:
         torch.manual_seed(0)
-        model = tower(args.width, args.depth).to(device)
+        model = Tower(args.width, args.depth).to(device)
         if name == "eager":
             ddp = wrap(model, device)
         elif name == "torch.compile(DDP(model))":
@@ -519,7 +521,7 @@ def command_line() -> Parser:
     bucket_demo.add_argument("--caps", type=positive_int, nargs="+", metavar="MB",
                              default=[1, 5, 25, 100],
                              help="bucket_cap_mb values (default 1 5 25 100)")
-    add_tower_options(overlap_demo)
+    add_tower_options(overlap_demo, steps=12)
     add_tower_options(accumulation, width=512, depth=4, steps=3)
     accumulation.add_argument("--micro-batches", type=positive_int, default=4, metavar="K",
                               help="micro-batches per optimizer step (default 4)")
