@@ -18,6 +18,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -243,13 +244,14 @@ def no_sync(rank: int, args, device, events: Events) -> None:
         ddp.register_comm_hook(state, counting_hook)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
         if name == "one batch k times larger":
-            step = (train_step, ddp, optimizer, torch.cat(micro_batches))
+            one_step = partial(train_step, ddp, optimizer, torch.cat(micro_batches))
         else:
-            step = (accumulate, ddp, optimizer, micro_batches, name == "no_sync()")
-        step[0](*step[1:])  # the first step: its weights are compared
+            one_step = partial(accumulate, ddp, optimizer, micro_batches,
+                               use_no_sync=name == "no_sync()")
+        one_step()  # the first step: its weights are compared
         weights[name] = [p.detach().clone() for p in ddp.module.parameters()]
         state["all-reduces"] = 0  # count from here, with DDP's buckets rebuilt
-        seconds = median_seconds(*step, steps=args.steps, warmup=1, device=device)
+        seconds = median_seconds(one_step, steps=args.steps, warmup=1, device=device)
         all_reduces = state["all-reduces"] // (args.steps + 1)  # per optimizer step
         seconds = slowest_rank(seconds, device)
         events.emit(rank, "accumulation", variant=name, all_reduces=all_reduces,
