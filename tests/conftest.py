@@ -48,8 +48,10 @@ def newest_source_change() -> tuple[float, str]:
         path = ROOT / name
         files = [path] if path.is_file() else path.rglob("*")
         for file in files:
-            if file.is_file() and "__pycache__" not in file.parts:
-                newest = max(newest, (file.stat().st_mtime, str(file.relative_to(ROOT))))
+            relative = file.relative_to(ROOT)
+            caches = [part for part in relative.parts if part == "__pycache__" or part[0] == "."]
+            if file.is_file() and not caches:  # (.ruff_cache, .ipynb_checkpoints, ...)
+                newest = max(newest, (file.stat().st_mtime, str(relative)))
     return newest
 
 
