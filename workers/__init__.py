@@ -1,0 +1,54 @@
+"""The book's workers: one module per chapter, ``python -m workers.<chapter> <demo>``.
+
+Ranks come from a forkserver: a fresh Python that imports torch once and forks every rank
+from itself (``workers.ranks.launch``). Importing torch takes a second or two, and a demo's
+own process imports it too, before it ever asks for the forkserver; one after the other,
+those two imports are most of a small demo's time. So when ``python -m workers.<chapter>``
+starts a chapter whose demos launch ranks, this file, which Python runs before the chapter's
+first line, starts the forkserver at once, and the two imports run side by side. The
+chapters that measure start methods themselves are left alone, and so is a process started
+as a rank (``RANK`` set by torchrun or a script): it starts no ranks.
+
+The forkserver is stopped when the demo's process exits, even a demo that only printed
+``--help`` or refused its arguments.
+"""
+
+import atexit
+import os
+import signal
+import sys
+
+LAUNCHING_CHAPTERS = {"init_methods", "collectives", "process_groups", "ddp_mnist",
+                      "ddp_internals", "hogwild", "launchers", "failures"}
+
+
+def _started_chapter() -> str | None:
+    """``collectives`` for ``python -m workers.collectives ...``; None otherwise."""
+    argv = sys.orig_argv
+    if "-m" not in argv or argv.index("-m") + 1 == len(argv):
+        return None
+    package, _, chapter = argv[argv.index("-m") + 1].partition(".")
+    return chapter if package == __name__ else None
+
+
+def _start_forkserver_now() -> None:
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(
+        ["torch", "torch.distributed"])
+    forkserver.ensure_running()
+    server_pid = forkserver._forkserver._forkserver_pid
+    atexit.register(_stop_forkserver, server_pid)
+
+
+def _stop_forkserver(server_pid: int) -> None:
+    try:  # it may still be importing torch; its ranks, if any, have been joined
+        os.kill(server_pid, signal.SIGKILL)
+        os.waitpid(server_pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+if _started_chapter() in LAUNCHING_CHAPTERS and "RANK" not in os.environ:
+    _start_forkserver_now()

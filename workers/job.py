@@ -18,13 +18,20 @@ init-methods chapter shows every route.
 
 from __future__ import annotations
 
-import importlib
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from workers.ranks import MOST_PROCESSES, fail, free_port, launch, positive_int, say_main
+from workers.ranks import (
+    MOST_PROCESSES,
+    fail,
+    free_port,
+    import_modules,
+    launch,
+    positive_int,
+    say_main,
+)
 
 
 @dataclass(frozen=True)
@@ -111,8 +118,7 @@ def run_ranks(job: Job, rank_main, *args, preload: tuple = ()) -> int:
     before any rank joins the group.
     """
     if job.started_as_rank:
-        for module in preload:  # torch._dynamo imported after init_process_group keeps
-            importlib.import_module(module)  # the group alive after its destruction
+        import_modules(preload)
         rank_main(int(os.environ["RANK"]), job, *args)
         return 0
     say_main(f"{job.world_size} ranks, backend {job.backend}")

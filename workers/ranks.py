@@ -19,6 +19,7 @@ Nothing here imports the notebook side (``runner``, ``render``): imports run one
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import signal
@@ -191,7 +192,9 @@ def launch(rank_fn, args: tuple, processes: int, timeout: float, preload=()) -> 
     when every process exited with 0. When one fails, the others are stopped and 1 is
     returned; so they are when they outlive ``timeout``. Either way one line says so. A
     Ctrl-C stops them all too, with one line and exit code 130.
-    ``preload`` names more modules to import once in the forkserver, not in every rank.
+    ``preload`` names more modules each process imports before ``rank_fn`` runs: once, in
+    the forkserver, when this starts it; in each process when it was already running
+    (``python -m workers.<chapter>`` starts it early: ``workers/__init__.py`` says why).
     """
     ranks = None
     try:
@@ -201,7 +204,8 @@ def launch(rank_fn, args: tuple, processes: int, timeout: float, preload=()) -> 
         server.set_forkserver_preload(["torch", "torch.distributed", *preload])
         with interrupt_held_back():  # a Ctrl-C mid-way would orphan the ranks started
             ranks = mp.start_processes(
-                rank_fn, args=args, nprocs=processes, join=False, start_method="forkserver"
+                imported_then_run, args=(preload, rank_fn, args), nprocs=processes,
+                join=False, start_method="forkserver"
             )
         return wait_for(ranks, timeout)
     except KeyboardInterrupt:  # before any rank started, or held back until all had
@@ -209,6 +213,19 @@ def launch(rank_fn, args: tuple, processes: int, timeout: float, preload=()) -> 
             stop_all(ranks)
         say_main("interrupted: every rank was stopped")
         raise SystemExit(130) from None
+
+
+def import_modules(names) -> None:
+    """Import ``names`` now: torch._dynamo imported after ``init_process_group`` (the
+    optimizers import it on their first step) keeps the group alive past its destruction."""
+    for name in names:
+        importlib.import_module(name)
+
+
+def imported_then_run(rank: int, preload, rank_fn, args: tuple) -> None:
+    """What each process of ``launch`` runs: its imports, then ``rank_fn(rank, *args)``."""
+    import_modules(preload)
+    rank_fn(rank, *args)
 
 
 def wait_for(ranks, timeout: float) -> int:
