@@ -6,14 +6,16 @@
 #   scripts/check_torch_versions.sh TORCH TORCHVISION [check_demos.py options]
 #   scripts/check_torch_versions.sh 2.11.0 0.26.0
 #   scripts/check_torch_versions.sh 2.11.0 0.26.0 --only collectives --jobs 1
+#   CHECK_VENV=DIR scripts/check_torch_versions.sh 2.11.0 0.26.0 --install-only
 #
 # The environment is made in a temporary folder and removed at the end; CHECK_VENV=DIR
-# keeps it in DIR instead, and a later call with the same DIR reuses it. PYTHON names the
-# interpreter that makes it (default python3, 3.11 or newer).
+# keeps it in DIR instead, and a later call with the same DIR reuses it (--install-only
+# makes it and runs nothing). PYTHON names the interpreter that makes it (default python3,
+# 3.11 or newer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage="usage: $0 TORCH TORCHVISION [check_demos.py options], e.g. $0 2.11.0 0.26.0"
+usage="usage: $0 TORCH TORCHVISION [--install-only | check_demos.py options], e.g. $0 2.11.0 0.26.0"
 version='^[0-9]+\.[0-9]+(\.[0-9]+)?$'
 if [[ $# -lt 2 || ! $1 =~ $version || ! $2 =~ $version ]]; then
     echo "$usage" >&2
@@ -49,5 +51,8 @@ if [[ $installed != "$wanted" ]]; then
     fi
 fi
 
+if [[ ${1:-} == --install-only ]]; then
+    exit 0
+fi
 # The workers are imported from this clone, as the book imports them.
 PYTHONPATH=$PWD "$venv/bin/python" scripts/check_demos.py "$@"
