@@ -479,8 +479,8 @@ DEMOS = {
     "options": options,
     "compile": compiled,
 }
-# Imported before a rank joins its group (torch._dynamo imported later keeps the group alive
-# past destroy_process_group), and once in the forkserver rather than in every rank.
+# Imported by every rank before it joins its group: torch._dynamo imported later (the first
+# optimizer or torch.compile imports it) keeps the group alive past destroy_process_group.
 PRELOAD = ("torchvision", "workers.mnist", "torch._dynamo")
 
 

@@ -272,8 +272,8 @@ def mistakes(job: Job, args, events: Events) -> int:
 
 # --- command line -------------------------------------------------------------------------
 
-# Imported once in the forkserver, not in every rank (torch.optim imports torch._dynamo when
-# the first optimizer is built: a second or two, paid by every fresh process).
+# Imported by every rank before it joins its group: torch._dynamo imported later (the first
+# optimizer imports it) keeps the group alive past destroy_process_group.
 PRELOAD = ("torchvision", "workers.mnist", "torch._dynamo")
 
 

@@ -316,8 +316,8 @@ def rank_main(rank: int, job: Job, args) -> None:
             uneven(rank, group, events, args.join)
 
 
-# uneven and elastic build optimizers, and the first optimizer imports torch._dynamo: import
-# it once, in the forkserver, or before the group under torchrun (run_ranks says why)
+# uneven and elastic build optimizers, and the first optimizer imports torch._dynamo: each
+# rank imports it before it joins the group (workers.ranks.import_modules says why)
 OPTIMIZER_IMPORTS = ("torch._dynamo",)
 
 

@@ -39,8 +39,8 @@ from workers.ranks import (
 )
 
 CONTEXT = mp.get_context("forkserver")  # queues, events, barriers for launch()'s processes
-# Imported once in the forkserver, not in every process (torch.optim imports torch._dynamo
-# when the first optimizer is built: a second or two, paid by every fresh process).
+# Imported by every process before it trains (the first optimizer would import
+# torch._dynamo in the middle of the timed work).
 PRELOAD = ("workers.mnist", "torch._dynamo")
 
 # --- Hogwild ------------------------------------------------------------------------------

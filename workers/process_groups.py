@@ -367,7 +367,7 @@ def main(argv=None) -> int:
         parser.error(f"{args.demo} starts more than one job: run it without torchrun")
     open_events(args.events)
     spares = [job.on_fresh_port(), job.on_fresh_port()]
-    # slicing a mesh imports torch._dynamo (a second of CPU): once, in the forkserver
+    # slicing a mesh imports torch._dynamo: before the group (workers.ranks.import_modules)
     preload = ("torch._dynamo",) if args.demo == "mesh" else ()
     return run_ranks(job, rank_main, args, spares, preload=preload)
 
