@@ -18,8 +18,16 @@ import os
 import signal
 import sys
 
-LAUNCHING_CHAPTERS = {"init_methods", "collectives", "process_groups", "ddp_mnist",
-                      "ddp_internals", "hogwild", "launchers", "failures"}
+# The chapters whose demos launch ranks, and what their ranks import beyond torch and
+# torch.distributed (the chapter passes it to launch() as ``preload``): the forkserver
+# started here imports it once, up front, instead of every rank after its start.
+PRELOADS = {
+    "init_methods": (), "collectives": (), "process_groups": (), "launchers": (),
+    "failures": (),
+    "ddp_mnist": ("torchvision", "workers.mnist", "torch._dynamo"),
+    "ddp_internals": ("torchvision", "workers.mnist", "torch._dynamo"),
+    "hogwild": ("workers.mnist", "torch._dynamo"),
+}
 
 
 def _started_chapter() -> str | None:
@@ -31,12 +39,12 @@ def _started_chapter() -> str | None:
     return chapter if package == __name__ else None
 
 
-def _start_forkserver_now() -> None:
+def _start_forkserver_now(chapter: str) -> None:
     import multiprocessing
     from multiprocessing import forkserver
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(
-        ["torch", "torch.distributed"])
+        ["torch", "torch.distributed", *PRELOADS[chapter]])
     forkserver.ensure_running()
     server_pid = forkserver._forkserver._forkserver_pid
     atexit.register(_stop_forkserver, server_pid)
@@ -50,5 +58,5 @@ def _stop_forkserver(server_pid: int) -> None:
         pass
 
 
-if _started_chapter() in LAUNCHING_CHAPTERS and "RANK" not in os.environ:
-    _start_forkserver_now()
+if _started_chapter() in PRELOADS and "RANK" not in os.environ:
+    _start_forkserver_now(_started_chapter())

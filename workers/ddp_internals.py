@@ -27,6 +27,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from workers import PRELOADS
 from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_tensors, prepare_mnist
 from workers.ranks import (
@@ -481,7 +482,7 @@ DEMOS = {
 }
 # Imported by every rank before it joins its group: torch._dynamo imported later (the first
 # optimizer or torch.compile imports it) keeps the group alive past destroy_process_group.
-PRELOAD = ("torchvision", "workers.mnist", "torch._dynamo")
+PRELOAD = PRELOADS["ddp_internals"]  # (in workers/__init__.py)
 
 
 def rank_main(rank: int, job: Job, args) -> None:

@@ -28,6 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Subset
 from torch.utils.data.distributed import DistributedSampler
 
+from workers import PRELOADS
 from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_datasets, prepare_mnist
 from workers.ranks import (
@@ -274,7 +275,7 @@ def mistakes(job: Job, args, events: Events) -> int:
 
 # Imported by every rank before it joins its group: torch._dynamo imported later (the first
 # optimizer imports it) keeps the group alive past destroy_process_group.
-PRELOAD = ("torchvision", "workers.mnist", "torch._dynamo")
+PRELOAD = PRELOADS["ddp_mnist"]  # (in workers/__init__.py)
 
 
 def add_training_options(parser, epochs: int = 5, train_images: int | None = None) -> None:

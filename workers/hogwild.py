@@ -23,6 +23,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.nn import functional as F
 
+from workers import PRELOADS
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_tensors
 from workers.ranks import (
     MOST_PROCESSES,
@@ -41,7 +42,7 @@ from workers.ranks import (
 CONTEXT = mp.get_context("forkserver")  # queues, events, barriers for launch()'s processes
 # Imported by every process before it trains (the first optimizer would import
 # torch._dynamo in the middle of the timed work).
-PRELOAD = ("workers.mnist", "torch._dynamo")
+PRELOAD = PRELOADS["hogwild"]  # (in workers/__init__.py)
 
 # --- Hogwild ------------------------------------------------------------------------------
 
