@@ -223,3 +223,35 @@ def a_rank_of(marker: str) -> bool:
         except psutil.Error:  # it ended meanwhile
             pass
     return False
+
+
+def test_a_chapter_starts_its_forkserver_early_and_leaves_nothing_when_refused(tmp_path):
+    """``python -m workers.<chapter>`` starts the forkserver before the chapter imports
+    torch (workers/__init__.py); a demo that exits at once, here on bad input, stops it,
+    even while the forkserver still imports what the chapter's ranks need (torch._dynamo)."""
+    marker = f"BOOK_EARLY_TEST={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    output = tmp_path / "output.txt"  # a file, not a pipe: the server would hold a pipe open
+    with open(output, "w") as sink:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "workers.ddp_internals", "options", "--world-size", "0"],
+            cwd=ROOT, env={**os.environ, name: value}, stdout=sink, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.time() + 10
+        while not any("forkserver" in " ".join(p.cmdline()) for p in processes_marked(marker)):
+            assert worker.poll() is None, "the worker exited before any forkserver appeared"
+            assert time.time() < deadline, "no forkserver within 10 s"
+            time.sleep(0.02)
+        assert worker.wait(timeout=30) == 2
+        # multiprocessing's resource tracker leaves a moment after the worker, by itself; the
+        # forkserver, unless stopped, would go on importing for a second or two more
+        deadline = time.time() + 1
+        while processes_marked(marker) and time.time() < deadline:
+            time.sleep(0.05)
+        assert [" ".join(p.cmdline()) for p in processes_marked(marker)] == []
+        assert "must be at least 1" in output.read_text()
+    finally:
+        worker.kill()
+        for process in processes_marked(marker):
+            process.kill()

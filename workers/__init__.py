@@ -46,7 +46,7 @@ def _start_forkserver_now(chapter: str) -> None:
     multiprocessing.get_context("forkserver").set_forkserver_preload(
         ["torch", "torch.distributed", *PRELOADS[chapter]])
     forkserver.ensure_running()
-    server_pid = forkserver._forkserver._forkserver_pid
+    server_pid = forkserver._forkserver._forkserver_pid  # no public name for it
     atexit.register(_stop_forkserver, server_pid)
 
 
@@ -58,5 +58,6 @@ def _stop_forkserver(server_pid: int) -> None:
         pass
 
 
-if _started_chapter() in PRELOADS and "RANK" not in os.environ:
-    _start_forkserver_now(_started_chapter())
+_chapter = _started_chapter()
+if _chapter in PRELOADS and "RANK" not in os.environ:
+    _start_forkserver_now(_chapter)

@@ -21,7 +21,14 @@ import time
 import torch
 import torch.distributed as dist
 
-from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
+from workers.job import (
+    Job,
+    add_job_options,
+    job_from_args,
+    joined,
+    run_ranks,
+    synchronize,
+)
 from workers.ranks import (
     Events,
     Parser,
@@ -298,11 +305,6 @@ def ring(rank: int, world_size: int, device, events: Events, numel: int, trials:
         median = statistics.median(seconds)
         say(rank, f"{name:<15} {numel * 4 / 1e6:.0f} MB: median {median * 1000:.1f} ms")
         events.emit(rank, "ring timing", implementation=name, seconds=median, numel=numel)
-
-
-def synchronize(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)  # GPU work is asynchronous: wait, then read a clock
 
 
 # --- bandwidth ----------------------------------------------------------------------------

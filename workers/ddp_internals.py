@@ -28,7 +28,15 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from workers import PRELOADS
-from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
+from workers.job import (
+    Job,
+    add_job_options,
+    job_from_args,
+    joined,
+    run_ranks,
+    synchronize,
+    wrap,
+)
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_tensors, prepare_mnist
 from workers.ranks import (
     Events,
@@ -60,12 +68,6 @@ class Tower(nn.Module):
         return self.layers(x)
 
 
-def wrap(model: nn.Module, device: torch.device, **options) -> DDP:
-    """DDP around a model already on its device: device_ids on a GPU, none on the CPU."""
-    device_ids = [device.index] if device.type == "cuda" else None
-    return DDP(model, device_ids=device_ids, **options)
-
-
 def batch_for(rank: int, step: int, args, device) -> torch.Tensor:
     """Rank r's inputs for one step: different on every rank, the same on every run."""
     generator = torch.Generator().manual_seed(1000 * step + rank)
@@ -76,12 +78,6 @@ def train_step(model, optimizer, inputs) -> None:
     optimizer.zero_grad()
     model(inputs).pow(2).mean().backward()
     optimizer.step()
-
-
-def synchronize(device) -> None:
-    """Wait for the GPU's queued work, so that a clock reading means what it says."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def median_seconds(step, *args, steps: int, warmup: int, device) -> float:

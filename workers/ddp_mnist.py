@@ -29,7 +29,14 @@ from torch.utils.data import DataLoader, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from workers import PRELOADS
-from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
+from workers.job import (
+    Job,
+    add_job_options,
+    job_from_args,
+    joined,
+    run_ranks,
+    wrap,
+)
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_datasets, prepare_mnist
 from workers.ranks import (
     Events,
@@ -151,12 +158,6 @@ def maybe_crash(rank: int, step: int, args) -> None:
 # --- the three modes ----------------------------------------------------------------------
 
 
-def wrap(model: nn.Module, device, find_unused_parameters: bool = False) -> DDP:
-    """DDP around a model already on its device: device_ids on a GPU, none on the CPU."""
-    device_ids = [device.index] if device.type == "cuda" else None
-    return DDP(model, device_ids=device_ids, find_unused_parameters=find_unused_parameters)
-
-
 def train_and_save(mode: str, rank: int, world_size: int, args, device, events) -> None:
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model = MnistNet().to(device)
@@ -253,7 +254,8 @@ def train_with_mistake(mistake: str, rank: int, world_size: int, args, device) -
         model = wrap_wrongly(MnistNet().to(device), device)
     else:
         fixed = mistake.endswith("find_unused_parameters=True")
-        model = wrap(MnistNetWithUnusedLayer().to(device), device, fixed)
+        model = wrap(MnistNetWithUnusedLayer().to(device), device,
+                     find_unused_parameters=fixed)
     train(model, "ddp", rank, world_size, args, device, Events(args.events))
 
 

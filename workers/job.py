@@ -163,3 +163,19 @@ def rank_device(backend: str, local_rank: int):
         torch.cuda.set_device(device)  # before any collective: one GPU per rank
         return device
     return torch.device("cpu")
+
+
+def wrap(model, device, **options):
+    """DDP around a model already on its device: device_ids on a GPU, none on the CPU."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DDP(model, device_ids=device_ids, **options)
+
+
+def synchronize(device) -> None:
+    """Wait for the GPU's queued work, so that a clock reading means what it says."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
