@@ -4,6 +4,12 @@ under torchrun and on one rank, each demo's --help, and bad input."""
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.distributed as dist
+from workers.ddp_internals import powersgd
+from workers.job import wrap
+from workers.mnist import MnistNet
+from workers.ranks import free_port
 
 from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
 
@@ -80,3 +86,18 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
 def test_bad_input_gets_one_line(args, fragment, capsys):
     completed = cli_in_process("workers.ddp_internals", *args, capsys=capsys)
     assert_one_line_error(completed, fragment)
+
+
+def test_powersgd_on_cpu_gradients_with_a_gpu_visible_says_how_to_avoid_it(monkeypatch):
+    # torch's powerSGD_hook calls torch.cuda.synchronize(device) whenever CUDA is available,
+    # which fails for CPU gradients (seen on a one-GPU machine, where two ranks use gloo)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+                            rank=0, world_size=1)
+    try:
+        ddp = wrap(MnistNet(), torch.device("cpu"))
+        with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES= to hide the GPUs"):
+            powersgd(ddp)
+        del ddp
+    finally:
+        dist.destroy_process_group()

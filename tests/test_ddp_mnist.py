@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch.utils.data.distributed import DistributedSampler
 from workers.ddp_mnist import epoch_order, shard
+from workers.job import share_cores
 from workers.mnist import MnistNet
 
 from helpers import ROOT, assert_one_line_error, cli_in_process, help_options, is_running, quiet_run
@@ -106,3 +107,23 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
 )
 def test_bad_input_gets_one_line(args, fragment, capsys):
     assert_one_line_error(cli_in_process("workers.ddp_mnist", *args, capsys=capsys), fragment)
+
+
+@pytest.mark.parametrize("omp, local_world_size, expected", [
+    (None, None, lambda cores: max(1, cores // 2)),  # two ranks share the cores
+    (None, "1", lambda cores: cores),  # a launcher started one rank on this machine
+    ("3", None, lambda cores: 3),  # OMP_NUM_THREADS, torchrun's or the reader's, is kept
+])
+def test_each_rank_takes_its_share_of_the_cores(omp, local_world_size, expected, monkeypatch):
+    for name, value in [("OMP_NUM_THREADS", omp), ("LOCAL_WORLD_SIZE", local_world_size)]:
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)  # as OMP_NUM_THREADS=3 would have set it at start-up
+    try:
+        share_cores(world_size=2)
+        assert torch.get_num_threads() == expected(len(os.sched_getaffinity(0)))
+    finally:
+        torch.set_num_threads(before)

@@ -14,7 +14,6 @@ per rank. The ranks record what they measured in the events file (--events), whi
 chapter draws; rank 0 prints the results.
 """
 
-import os
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ from workers.job import (
     job_from_args,
     joined,
     run_ranks,
+    share_cores,
     synchronize,
     wrap,
 )
@@ -291,6 +291,10 @@ class CountedTraffic:
 
 def powersgd(ddp: DDP) -> None:
     """PowerSGD: each large gradient matrix sent as two thin factors of rank 2."""
+    if torch.cuda.is_available() and not next(ddp.parameters()).is_cuda:  # a PyTorch bug
+        raise RuntimeError("powerSGD_hook fails for CPU gradients where a GPU is visible "
+                           "(it calls torch.cuda.synchronize on the CPU): run with "
+                           "CUDA_VISIBLE_DEVICES= to hide the GPUs")
     state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
                                         start_powerSGD_iter=2)  # plain all-reduce before
     ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
@@ -331,12 +335,12 @@ def compression(rank: int, args, device, events: Events) -> None:
     for name, register in HOOKS.items():
         torch.manual_seed(0)
         ddp = wrap(MnistNet().to(device), device)
-        register(ddp)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
         try:
+            register(ddp)
             with CountedTraffic() as traffic:
                 steps = train_mnist(ddp, optimizer, rank, args, device, images, labels)
-        except RuntimeError as error:  # a backend without this dtype, say
+        except RuntimeError as error:  # a backend without this dtype, a CPU with a GPU
             events.emit(rank, "hook", hook=name, error=first_line(error))
             if rank == 0:
                 say(rank, f"{name:<24} did not run: {first_line(error)}")
@@ -482,7 +486,7 @@ PRELOAD = PRELOADS["ddp_internals"]  # (in workers/__init__.py)
 
 
 def rank_main(rank: int, job: Job, args) -> None:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world_size))  # share cores
+    share_cores(job.world_size)
     events = Events(args.events)
     with joined(job, rank) as device:
         DEMOS[args.demo](rank, args, device, events)

@@ -35,6 +35,7 @@ from workers.job import (
     job_from_args,
     joined,
     run_ranks,
+    share_cores,
     wrap,
 )
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_datasets, prepare_mnist
@@ -171,9 +172,7 @@ def train_and_save(mode: str, rank: int, world_size: int, args, device, events) 
 
 def rank_main(rank: int, job: Job, args, mode: str) -> None:
     """One rank of a manual or DDP job, under this worker's launcher or under torchrun."""
-    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", job.world_size))
-    if "OMP_NUM_THREADS" not in os.environ:  # torchrun sets 1; share the cores otherwise
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
+    share_cores(job.world_size)
     events = Events(args.events)
     events.emit(rank, "environment", mode=mode, pid=os.getpid(),
                 threads=torch.get_num_threads(), variables=dict(os.environ))

@@ -68,9 +68,13 @@ def job_from_args(parser, args, least: int = 2) -> Job:
         init_method = "env://"  # MASTER_ADDR and MASTER_PORT come from the launcher
     else:
         init_method = f"tcp://127.0.0.1:{os.environ.get('MASTER_PORT') or free_port()}"
-    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-    backend = pick_backend(args.backend, ranks_here)
+    backend = pick_backend(args.backend, ranks_on_this_machine(world_size))
     return Job(world_size, backend, init_method, args.timeout, started_as_rank())
+
+
+def ranks_on_this_machine(world_size: int) -> int:
+    """All the ranks, unless a launcher says how many it started here (LOCAL_WORLD_SIZE)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
 
 
 def started_as_rank() -> bool:
@@ -179,3 +183,15 @@ def synchronize(device) -> None:
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def share_cores(world_size: int) -> None:
+    """Give each of this machine's ranks its share of the cores this process may use,
+    unless OMP_NUM_THREADS says otherwise (torchrun sets 1): ranks that each start a thread
+    per core oversubscribe the machine, and their compute slows by far more than the share
+    (the Hogwild chapter measures it)."""
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        cores = len(os.sched_getaffinity(0))
+        torch.set_num_threads(max(1, cores // ranks_on_this_machine(world_size)))
