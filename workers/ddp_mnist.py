@@ -88,6 +88,7 @@ def train(model: nn.Module, mode: str, rank: int, world_size: int, args, device,
           events: Events) -> None:
     """Train ``model`` (DDP-wrapped for mode "ddp") on this rank's share of each batch."""
     train_set, test_set = mnist_datasets(args.data_root, args.train_images)
+    dtype = next(model.parameters()).dtype  # the images follow the model's (--dtype)
     per_rank_batch = args.batch_size // world_size
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     if mode == "ddp":
@@ -105,7 +106,7 @@ def train(model: nn.Module, mode: str, rank: int, world_size: int, args, device,
         for images, labels in loader:
             maybe_crash(rank, step, args)
             with events.span(rank, "step", mode=mode, epoch=epoch, step=step) as record:
-                images, labels = images.to(device), labels.to(device)
+                images, labels = images.to(device, dtype), labels.to(device)
                 loss = F.cross_entropy(model(images), labels)
                 optimizer.zero_grad()
                 loss.backward()  # under DDP, gradients are averaged here, bucket by bucket
@@ -126,9 +127,10 @@ def evaluate(model, test_set, rank: int, world_size: int, device) -> float:
     model.eval()
     mine = Subset(test_set, range(rank, len(test_set), world_size))  # disjoint, no padding
     counts = torch.zeros(2, device=device)  # [correct, seen]
+    dtype = next(model.parameters()).dtype
     with torch.no_grad():
         for images, labels in DataLoader(mine, batch_size=500):
-            images, labels = images.to(device), labels.to(device)
+            images, labels = images.to(device, dtype), labels.to(device)
             counts[0] += (model(images).argmax(1) == labels).sum()
             counts[1] += len(labels)
     if world_size > 1:
@@ -161,7 +163,7 @@ def maybe_crash(rank: int, step: int, args) -> None:
 
 def train_and_save(mode: str, rank: int, world_size: int, args, device, events) -> None:
     torch.manual_seed(args.seed)  # the same initial weights on every rank
-    model = MnistNet().to(device)
+    model = MnistNet().to(device, getattr(torch, args.dtype))
     if mode == "ddp":
         model = wrap(model, device)
     train(model, mode, rank, world_size, args, device, events)
@@ -286,6 +288,9 @@ def add_training_options(parser, epochs: int = 5, train_images: int | None = Non
                         help="global batch, split evenly over the ranks (default 40)")
     parser.add_argument("--lr", type=positive_float, default=0.03, help="default 0.03")
     parser.add_argument("--seed", type=int, default=0, help="default 0")
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                        help="float64 makes rounding too small for training to amplify "
+                             "(default float32)")
     parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT, metavar="DIR",
                         help="where MNIST/raw is or will be (default: data/ in the clone)")
     parser.add_argument("--download", action="store_true",
