@@ -34,6 +34,7 @@ from workers.ranks import (
     first_line,
     launch,
     open_events,
+    positive_float,
     positive_int,
     say,
     say_main,
@@ -408,7 +409,9 @@ def command_line() -> Parser:
                        help="threads per process (default: PyTorch's default, unchanged)")
     train.add_argument("--epochs", type=positive_int, default=2,
                        help="epochs per process (default 2)")
-    train.add_argument("--lr", type=float, default=0.03, help="default 0.03")
+    train.add_argument("--lr", type=positive_float, default=0.01,
+                       help="every process steps the shared weights: M of them move them M "
+                            "times as fast as one (default 0.01)")
     train.add_argument("--seed", type=int, default=0, help="default 0")
     for demo in (train, grid_demo):
         demo.add_argument("--batch-size", type=positive_int, default=40, help="default 40")
