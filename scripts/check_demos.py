@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped like a Ctrl-C
     gpus = torch.cuda.device_count()
-    # --jobs demos at once, most of two ranks: a thread per core in each rank would
+    # --jobs demos at once, most of them of two ranks: a thread per core in every rank would
     # oversubscribe the machine, and its compute would slow far more than --jobs times
     cores = len(os.sched_getaffinity(0))
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // (2 * args.jobs))))

@@ -410,8 +410,8 @@ def command_line() -> Parser:
     train.add_argument("--epochs", type=positive_int, default=2,
                        help="epochs per process (default 2)")
     train.add_argument("--lr", type=positive_float, default=0.01,
-                       help="every process steps the shared weights: M of them move them M "
-                            "times as fast as one (default 0.01)")
+                       help="M processes step the shared weights M times as often as one "
+                            "(default 0.01)")
     train.add_argument("--seed", type=int, default=0, help="default 0")
     for demo in (train, grid_demo):
         demo.add_argument("--batch-size", type=positive_int, default=40, help="default 40")
