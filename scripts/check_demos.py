@@ -51,6 +51,7 @@ class Demo:
     refusal: str | None = None  # with too few GPUs: the one-line error it must exit 2 with
     events: bool = True  # False for the scripts that take no --events
     timeout: float = 60
+    first: tuple[str, ...] = ()  # the module's arguments for a run that must come before
 
     @property
     def worker_and_demo(self) -> tuple[str, str]:
@@ -149,6 +150,17 @@ DEMOS = [
     workers_demo("ddp_internals", "compression"),
     workers_demo("ddp_internals", "options", *SMALL_TOWER),
     workers_demo("ddp_internals", "compile", *SMALL_TOWER, "--compiler", "aot_eager"),
+    workers_demo("sharding", "compare", *SMALL_TOWER),
+    under_torchrun("sharding", "compare", *SMALL_TOWER,
+                   "--strategies", "zero3", "fsdp2"),
+    workers_demo("sharding", "compare", *SMALL_TOWER,
+                 "--world-size", "1", "--backend", "nccl", gpus=1),
+    workers_demo("sharding", "load", "--world-size", "3", "--checkpoint", SCRATCH,
+                 output="16 tensors, 0 different",
+                 first=("save", "--world-size", "2", "--checkpoint", SCRATCH)),
+    workers_demo("sharding", "offload",
+                 output="error: .*(NVIDIA|CUDA)" if not torch.cuda.is_available()
+                 else "sharded parameters kept on cpu"),
     workers_demo("hogwild", "train", "--epochs", "1", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),
@@ -189,6 +201,9 @@ def check(demo: Demo, gpus: int) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="check-") as scratch:
         args = [arg.replace(SCRATCH, scratch) for arg in demo.args]
         try:
+            if demo.first:
+                run(demo.module, *[arg.replace(SCRATCH, scratch) for arg in demo.first],
+                    timeout=demo.timeout, stream=False)
             result = run(demo.module, *args, timeout=demo.timeout,
                          expect_returncode=expected[0], expect_output=expected[1],
                          events=demo.events, stream=False)

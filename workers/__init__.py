@@ -27,6 +27,7 @@ PRELOADS = {
     "ddp_mnist": ("torchvision", "workers.mnist", "torch._dynamo"),
     "ddp_internals": ("torchvision", "workers.mnist", "torch._dynamo"),
     "hogwild": ("workers.mnist", "torch._dynamo"),
+    "sharding": ("torch._dynamo", "torch.distributed.fsdp", "torch.distributed.checkpoint"),
 }
 
 
