@@ -151,8 +151,6 @@ DEMOS = [
     workers_demo("ddp_internals", "options", *SMALL_TOWER),
     workers_demo("ddp_internals", "compile", *SMALL_TOWER, "--compiler", "aot_eager"),
     workers_demo("sharding", "compare", *SMALL_TOWER),
-    under_torchrun("sharding", "compare", *SMALL_TOWER,
-                   "--strategies", "zero3", "fsdp2"),
     workers_demo("sharding", "compare", *SMALL_TOWER,
                  "--world-size", "1", "--backend", "nccl", gpus=1),
     workers_demo("sharding", "load", "--world-size", "3", "--checkpoint", SCRATCH,

@@ -475,7 +475,8 @@ def load(rank: int, args, device, events: Events) -> None:
         say(rank, f"loaded into {dist.get_world_size()} ranks: {len(pairs)} tensors, "
                   f"{different} different from the saved ones")
         if different:
-            raise RuntimeError(f"{different} tensors changed between save and load")
+            raise RuntimeError(f"{different} of {len(pairs)} tensors changed between save "
+                               "and load")
     events.emit(rank, "shard", world_size=dist.get_world_size(),
                 local_bytes=storage_bytes(trained.parameters))
 
