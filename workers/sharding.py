@@ -116,9 +116,9 @@ class Traffic:
         world_size = dist.get_world_size()
         return (world_size - 1) / world_size * tensor.numel() * tensor.element_size()
 
-    def all_reduce(self, tensor: torch.Tensor):
+    def all_reduce(self, tensor: torch.Tensor) -> dist.Work:
         self.counted += 2 * self.share(tensor)
-        return dist.all_reduce(tensor, async_op=True)
+        return dist.all_reduce(tensor, async_op=True)  # for DDP's hook, which must not wait
 
     def reduce_scatter(self, shard: torch.Tensor, whole: torch.Tensor) -> None:
         self.counted += self.share(whole)
@@ -242,14 +242,14 @@ class GatheredLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, inputs, part, layer):
-        ctx.save_for_backward(inputs, part)  # the part, not the whole weight
+        ctx.save_for_backward(inputs)  # and not the whole weight
         ctx.layer = layer
-        return inputs @ layer.gather(part).T
+        return inputs @ layer.gather().T
 
     @staticmethod
     def backward(ctx, grad_output):
-        inputs, part = ctx.saved_tensors
-        weight = ctx.layer.gather(part)  # the second all-gather of this weight
+        [inputs] = ctx.saved_tensors
+        weight = ctx.layer.gather()  # the second all-gather of this weight
         grad_weight = grad_output.flatten(0, -2).T @ inputs.flatten(0, -2)
         return grad_output @ weight, ctx.layer.scatter(grad_weight), None
 
@@ -265,10 +265,11 @@ class ShardedLinear(nn.Module):
         whole = padded(layer.weight.detach().flatten(), world_size)
         self.part = nn.Parameter(whole.chunk(world_size)[rank].clone())
 
-    def gather(self, part: torch.Tensor) -> torch.Tensor:
-        whole = torch.empty(len(part) * dist.get_world_size(), dtype=part.dtype,
-                            device=part.device)
-        self.traffic.all_gather(whole, part.detach())
+    def gather(self) -> torch.Tensor:
+        """The whole weight, from every rank's part."""
+        part = self.part.detach()
+        whole = part.new_empty(len(part) * dist.get_world_size())
+        self.traffic.all_gather(whole, part)
         return whole[:self.shape.numel()].view(self.shape)
 
     def scatter(self, grad_weight: torch.Tensor) -> torch.Tensor:
@@ -277,7 +278,7 @@ class ShardedLinear(nn.Module):
         self.traffic.reduce_scatter(grad_part, padded(grad_weight.flatten(), world_size))
         return grad_part / world_size
 
-    def forward(self, inputs):
+    def forward(self, inputs):  # the part goes in so that autograd gives it its gradient
         return GatheredLinear.apply(inputs, self.part, self)
 
 
@@ -292,8 +293,7 @@ class ShardedParameters(Strategy):
         self.optimizer = torch.optim.Adam(self.parameters, lr=lr)
 
     def whole_weights(self) -> list[torch.Tensor]:
-        return [layer.gather(layer.part) for layer in self.model
-                if isinstance(layer, ShardedLinear)]
+        return [layer.gather() for layer in self.model if isinstance(layer, ShardedLinear)]
 
 
 # --- FSDP2: the same, from PyTorch -------------------------------------------------------
@@ -359,6 +359,7 @@ def train(strategy: str, rank: int, args, device) -> dict:
         synchronize(device)
         begin = time.perf_counter()
         loss = F.mse_loss(trained.forward(inputs), targets)
+        # FSDP2 swaps a module's parameters for whole ones while it keeps them gathered
         after_forward = storage_bytes(trained.parameters + list(trained.model.parameters()))
         loss.backward()
         after_backward = held(trained.parameters, trained.optimizer)
@@ -394,14 +395,15 @@ def compare(rank: int, args, device, events: Events) -> None:
         events.emit(rank, "strategy", strategy=strategy, name=STRATEGIES[strategy],
                     world_size=dist.get_world_size(), **peak,
                     parameters_after_forward=record["parameters after forward"],
-                    counted_bytes=record["counted"][-1] if record["counted"][-1] else None,
+                    counted_bytes=None if strategy.startswith("fsdp2")  # inside PyTorch
+                    else record["counted"][-1],
                     written_bytes=sent if device.type == "cpu" else None,
                     seconds=seconds, losses=record["losses"],
                     largest_weight_difference=difference)
         if rank == 0:
-            sent = f" {sent / 2**20:5.2f} MiB sent," if device.type == "cpu" else ""
+            wire = f" {sent / 2**20:5.2f} MiB sent," if device.type == "cpu" else ""
             say(rank, f"{STRATEGIES[strategy]:<34} {sum(peak.values()) / 2**20:6.2f} MiB "
-                      f"held,{sent} {seconds * 1000:5.1f} ms per step, weights "
+                      f"held,{wire} {seconds * 1000:5.1f} ms per step, weights "
                       f"{difference:.0e} from DDP's")
 
 
