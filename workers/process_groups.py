@@ -141,6 +141,9 @@ def no_backend_given(rank: int, job: Job, events: Events) -> None:
         except (RuntimeError, ValueError) as error:
             both = f"{type(error).__name__}: {first_line(error)}"
         gloo = dist.get_backend_config(dist.new_group(backend="gloo"))
+        # new_group returns when this rank is connected, not every rank: a rank that tore
+        # the groups down at once closed connections a slower rank was still making
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     if rank == 0:
