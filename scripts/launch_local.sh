@@ -21,6 +21,7 @@ export MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 export MASTER_PORT=${MASTER_PORT:-29500}
 export WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export LAUNCHER_PID=$$  # the book's workers stop by themselves if this script is killed
 
 # Ctrl-C or a kill of this script stops every rank it started.
 trap 'kill -- $(jobs -p) 2>/dev/null' INT TERM

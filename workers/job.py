@@ -31,6 +31,7 @@ from workers.ranks import (
     launch,
     positive_int,
     say_main,
+    stop_with_its_launcher,
 )
 
 
@@ -142,6 +143,7 @@ def joined(job: Job, rank: int, store=None):
     """
     import torch.distributed as dist
 
+    stop_with_its_launcher(rank)  # a rank whose launcher died stops too
     device = rank_device(job.backend, int(os.environ.get("LOCAL_RANK", rank)))
     dist.init_process_group(
         job.backend,

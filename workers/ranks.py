@@ -190,8 +190,10 @@ def launch(rank_fn, args: tuple, processes: int, timeout: float, preload=()) -> 
     The processes come from a forkserver that has imported torch once, so even eight ranks
     start in a fraction of a second (the start-methods chapter measures why). Returns 0
     when every process exited with 0. When one fails, the others are stopped and 1 is
-    returned; so they are when they outlive ``timeout``. Either way one line says so. A
-    Ctrl-C stops them all too, with one line and exit code 130.
+    returned; so they are when they outlive ``timeout``, and when the forkserver or
+    multiprocessing's resource tracker dies. Each way one line says what happened. A
+    Ctrl-C stops them all too, with one line and exit code 130. Each process stops by
+    itself when this one is gone (``stop_with_launcher``).
     ``preload`` names more modules each process imports before ``rank_fn`` runs: once, in
     the forkserver, when this starts it; in each process when it was already running
     (``python -m workers.<chapter>`` starts it early: ``workers/__init__.py`` says why).
@@ -204,10 +206,10 @@ def launch(rank_fn, args: tuple, processes: int, timeout: float, preload=()) -> 
         server.set_forkserver_preload(["torch", "torch.distributed", *preload])
         with interrupt_held_back():  # a Ctrl-C mid-way would orphan the ranks started
             ranks = mp.start_processes(
-                imported_then_run, args=(preload, rank_fn, args), nprocs=processes,
-                join=False, start_method="forkserver"
+                imported_then_run, args=(preload, rank_fn, args, os.getpid()),
+                nprocs=processes, join=False, start_method="forkserver"
             )
-        return wait_for(ranks, timeout)
+        return wait_for(ranks, timeout, helpers=forkserver_helpers())
     except KeyboardInterrupt:  # before any rank started, or held back until all had
         if ranks is not None:
             stop_all(ranks)
@@ -222,54 +224,224 @@ def import_modules(names) -> None:
         importlib.import_module(name)
 
 
-def imported_then_run(rank: int, preload, rank_fn, args: tuple) -> None:
+def imported_then_run(rank: int, preload, rank_fn, args: tuple, launcher: int) -> None:
     """What each process of ``launch`` runs: its imports, then ``rank_fn(rank, *args)``."""
+    stop_with_launcher(rank, launcher, "the job's main process", speak=rank == 0,
+                       forkserver=True)
     import_modules(preload)
     rank_fn(rank, *args)
 
 
-def wait_for(ranks, timeout: float) -> int:
+# --- a job ends as a whole ----------------------------------------------------------------
+# A job is several processes. Whichever of them dies, the rest must notice and stop, or
+# they train on with nobody waiting for them: the main process watches its ranks and its
+# helpers (wait_for), and every rank watches the process that launched it.
+
+_watched: list[int] = []  # the launcher this process watches, once set
+
+
+def stop_with_launcher(rank: int, launcher: int, name: str, speak: bool,
+                       forkserver: bool = False) -> None:
+    """End this process as soon as ``launcher``, or the parent it has now, is gone.
+
+    A thread looks five times a second and ends the process with ``os._exit``, which
+    works even while the main thread waits inside C++ (a collective, a backward pass) where
+    no signal handler of Python's would run. ``speak``: say so in one line first (one rank
+    of the job does, for all of them); a parent that dies while ``launcher`` lives (the
+    forkserver) is the launcher's to report. ``forkserver``: the parent is the launcher's
+    forkserver, which the rank that speaks ends too (it would leave by itself only after
+    every rank, and then take a second or more to tear down the PyTorch it imported).
+    """
+    if _watched:
+        return
+    _watched.append(launcher)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.2)
+            if not is_alive(launcher):
+                if not speak:  # let the rank that speaks see it first, and say nothing
+                    silent = os.open(os.devnull, os.O_WRONLY)  # when a collective fails
+                    os.dup2(silent, 1)  # under us in the meantime: it is no news
+                    os.dup2(silent, 2)
+                    time.sleep(0.5)
+                    os._exit(1)
+                say(rank, f"{name} (pid {launcher}) is gone: every rank stops")
+                if forkserver:
+                    try:
+                        os.kill(parent, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                os._exit(1)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="stop-with-launcher", daemon=True).start()
+
+
+def stop_with_its_launcher(rank: int) -> None:
+    """End this rank when whatever launched it is gone: torchrun's agent, the book's launch
+    script (which exports its pid as ``LAUNCHER_PID``), or the parent that ``mp.spawn``
+    started it from. (``launch``'s ranks watch their launcher from the start.)
+
+    torchrun starts each rank in a session of its own, so a killed agent would leave its
+    ranks training with nobody to wait for them. A process started some other way (by
+    hand, by Slurm) is left alone.
+    """
+    import multiprocessing
+
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        launcher, name = os.getppid(), "torchrun's agent"
+    elif os.environ.get("LAUNCHER_PID", "").isdigit():
+        launcher, name = int(os.environ["LAUNCHER_PID"]), "the launch script"
+    elif multiprocessing.parent_process() is not None:
+        launcher, name = multiprocessing.parent_process().pid, "the job's main process"
+    else:
+        return
+    speak = os.environ.get("LOCAL_RANK", str(rank)) == "0"
+    stop_with_launcher(rank, launcher, name, speak)
+
+
+def is_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as someone else's
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:  # no /proc here, or it just ended
+        return os.path.exists(f"/proc/{pid}") or not os.path.isdir("/proc")
+
+
+def child_has_ended(pid: int) -> bool:
+    """Whether child ``pid`` of this process has ended, without reaping it."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # not a child of ours (any more): ask the system
+        return not is_alive(pid)
+
+
+def forkserver_helpers() -> dict[int, str]:
+    """The processes ``launch``'s ranks depend on: the forkserver that forked them (their
+    parent) and multiprocessing's resource tracker (which cleans up after them)."""
+    from multiprocessing import forkserver, resource_tracker
+
+    helpers = {}
+    server = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public names
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    if server:
+        helpers[server] = "the forkserver, which started the ranks,"
+    if tracker:
+        helpers[tracker] = "multiprocessing's resource tracker"
+    return helpers
+
+
+def wait_for(ranks, timeout: float, helpers: dict[int, str] | None = None) -> int:
     """Wait for the processes of ``mp.start_processes``/``mp.spawn(..., join=False)``.
 
     0 when every rank exited with 0; otherwise 1, every rank stopped, and one line saying
-    which rank failed and how, or that the ranks outlived ``timeout``.
+    what ended the job: the rank that failed first, and how; a helper process
+    (``helpers``: pid to name) that died; or the ranks outliving ``timeout``.
     """
-    import torch.multiprocessing as mp
+    from multiprocessing.connection import wait
 
+    helpers = helpers or {}
     deadline = time.time() + timeout
+    running = {process.sentinel: index for index, process in enumerate(ranks.processes)}
     try:
-        while not ranks.join(timeout=0.2):
-            if time.time() > deadline:
-                say_main(f"ranks still running after {timeout:g} s: stopping them all")
+        while running:
+            for sentinel in wait(list(running), timeout=0.2):
+                running.pop(sentinel)
+            ended = [i for i, p in enumerate(ranks.processes) if p.sentinel not in running]
+            failed = [i for i in ended if ranks.processes[i].exitcode != 0]
+            # a rank "exited with 255" may be the forkserver dying: look a moment longer
+            ghost = any(ranks.processes[i].exitcode == 255 for i in failed)
+            helper = first_dead_helper(helpers, patience=1.0 if ghost else 0.0)
+            if helper is not None:
                 stop_all(ranks)
+                say_main(f"{helper} died: every rank was stopped")
+                return 1
+            if failed:
+                stop_all(ranks)
+                say_main(f"{how_rank_failed(ranks, failed)}; the other ranks were stopped")
+                return 1
+            if running and time.time() > deadline:
+                stop_all(ranks)
+                say_main(f"ranks still running after {timeout:g} s: stopping them all")
                 return 1
     except KeyboardInterrupt:  # Ctrl-C, or SIGINT sent to this process alone
         stop_all(ranks)
         say_main("interrupted: every rank was stopped")
         raise SystemExit(130) from None
-    except mp.ProcessExitedException as error:  # start_processes stopped the others
-        if error.signal_name:
-            how = f"signal {error.signal_name}"
-        else:
-            how = f"code {error.exit_code}"
-        rank = error.error_index
-        say_main(f"rank {rank} exited with {how}; the other ranks were stopped")
-        return 1
-    except mp.ProcessRaisedException as error:
-        say_main(
-            f"rank {error.error_index} raised {raised_line(str(error))}; "
-            "the other ranks were stopped"
-        )
-        return 1
     return 0
 
 
+def first_dead_helper(helpers: dict[int, str], patience: float) -> str | None:
+    """The name of a helper that has died, looking for up to ``patience`` seconds.
+
+    Patience matters when a rank seems to have failed: a rank's exit status comes through
+    the forkserver, and when the forkserver dies every rank looks as if it exited with code
+    255 a moment before the forkserver itself is seen to be dead.
+    """
+    give_up = time.time() + patience
+    while True:
+        for pid, name in helpers.items():
+            if child_has_ended(pid):
+                return name
+        if time.time() >= give_up:
+            return None
+        time.sleep(0.05)
+
+
+def how_rank_failed(ranks, failed: list[int]) -> str:
+    """``rank 1 exited with signal SIGKILL`` or ``rank 0 raised ValueError: ...``.
+
+    When several ranks have failed, the cause is the one killed by a signal, or else the
+    one that raised first: the others usually failed because it did (a peer's connection
+    closed under them).
+    """
+    import pickle
+
+    def raised_at(index: int) -> float:
+        try:
+            return os.path.getmtime(ranks.error_files[index])
+        except (OSError, AttributeError, IndexError):
+            return float("inf")
+
+    signalled = [i for i in failed if ranks.processes[i].exitcode < 0]
+    index = signalled[0] if signalled else min(failed, key=raised_at)
+    code = ranks.processes[index].exitcode
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return f"rank {index} exited with signal {name}"
+    try:
+        with open(ranks.error_files[index], "rb") as file:
+            return f"rank {index} raised {raised_line(pickle.load(file))}"
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, IndexError):
+        return f"rank {index} exited with code {code}"
+
+
 def stop_all(ranks) -> None:
-    """Kill every rank still running and reap it (a rank stuck in C++ ignores SIGTERM)."""
+    """Kill every rank still running and wait until it is gone (a rank stuck in C++ ignores
+    SIGTERM). By pid: when the forkserver died, multiprocessing believes them ended."""
     for process in ranks.processes:
-        process.kill()
+        try:
+            os.kill(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, TypeError):
+            pass
     for process in ranks.processes:
-        process.join()
+        process.join(timeout=5)
+    give_up = time.time() + 5
+    while any(is_alive(p.pid) for p in ranks.processes if p.pid) and time.time() < give_up:
+        time.sleep(0.02)
 
 
 def raised_line(traceback_text: str) -> str:

@@ -8,7 +8,8 @@ through ``run``, which
 * picks a free loopback port and sets ``MASTER_ADDR``/``MASTER_PORT`` (two runs at once
   never collide) and ``PYTHONUNBUFFERED=1`` (lines arrive as they are printed);
 * starts the child in its own process session, so the child and everything it starts
-  form one process group that can be killed as a whole;
+  form one process group that can be killed as a whole, under a supervisor that kills
+  that group if this process dies first (a notebook kernel restarted or killed);
 * streams lines as they arrive to a live display (``render.live_output``): in a notebook
   it ends as the rank-labelled block, in a terminal the lines go to stdout;
 * enforces a timeout, and on timeout, error or Ctrl-C kills the whole group, so no
@@ -41,6 +42,7 @@ from workers.render import live_output
 REPOSITORY = Path(__file__).resolve().parent.parent
 _LABEL = re.compile(r"^\[(main|rank (\d+))\] ?(.*)$")
 _TAIL = 25  # lines of output quoted in an error
+
 
 
 class WorkerError(RuntimeError):
@@ -149,7 +151,9 @@ def run(
     try:
         with interrupt_held_back():  # the child exists only once `process` names it
             process = subprocess.Popen(
-                command,
+                # workers.supervise runs the command, and ends its group if this
+                # process dies without doing so (a notebook kernel killed outright)
+                [sys.executable, "-m", "workers.supervise", str(os.getpid()), *command],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
