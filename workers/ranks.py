@@ -356,7 +356,8 @@ def wait_for(ranks, timeout: float, helpers: dict[int, str] | None = None) -> in
     try:
         while running:
             for sentinel in wait(list(running), timeout=0.2):
-                running.pop(sentinel)
+                # the sentinel says the process is ending: wait until it has its exit code
+                ranks.processes[running.pop(sentinel)].join(timeout=5)
             ended = [i for i, p in enumerate(ranks.processes) if p.sentinel not in running]
             failed = [i for i in ended if ranks.processes[i].exitcode != 0]
             # a rank "exited with 255" may be the forkserver dying: look a moment longer
