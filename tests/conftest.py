@@ -24,7 +24,8 @@ import pytest
 from helpers import ROOT
 
 JUPYTER_BOOK = str(Path(sys.executable).with_name("jupyter-book"))
-BOOK_SOURCES = ["book", "workers", "scripts", "_ext", "_static", "_config.yml", "_toc.yml"]
+BOOK_SOURCES = ["book", "workers", "programs", "scripts", "_ext", "_static", "_config.yml",
+                "_toc.yml"]
 
 
 def pytest_collection_modifyitems(items):

@@ -247,3 +247,22 @@ def test_the_site_root_serves_a_favicon(site):
     _, base = site
     with urlopen(f"{base}/favicon.ico") as response:
         assert response.status == 200 and response.read(4) == b"\x00\x00\x01\x00"  # ICO
+
+
+TALLEST = 16_000  # px in a 1300-px-wide window, folds closed
+TALLEST_OF = {"sharding": 14_000, "failures": 14_000, "ddp_internals": 14_000}
+
+
+def test_no_chapter_is_too_tall(site, browser):
+    """A chapter a reader can get through: the lessons, with the logs, the plumbing and the
+    long outputs folded."""
+    _, base = site
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    too_tall = {}
+    for name in chapters():
+        page.goto(f"{base}/book/{name}.html", wait_until="load")
+        height = page.evaluate("document.documentElement.scrollHeight")
+        if height > TALLEST_OF.get(name, TALLEST):
+            too_tall[name] = height
+    page.close()
+    assert too_tall == {}

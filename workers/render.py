@@ -12,8 +12,10 @@ from __future__ import annotations
 import html
 import itertools
 import os
+import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # matplotlib's tab10: one colour per rank, the same in the output block and in the plots.
@@ -34,8 +36,28 @@ def source_colour(source: str | int) -> str:
     return MAIN_COLOUR if source == "main" else UNLABELLED_COLOUR
 
 
-def rank_output_html(result, run_id: str = "") -> str:
+FOLD_AFTER = 15  # lines: a longer output shows the lines that matter, the rest folds
+_TORCH_PREFIX = re.compile(r"^(\[(?:rank|default)\d+\]:)")  # torchrun's own line prefix
+_FRAME = re.compile(r"^\s*(frame #\d+:|Exception raised from )")
+_CONTINUING = ("Traceback (", "During handling", "The above exception", "File ", "^", "~")
+
+
+@dataclass
+class _Fold:
+    """Lines shown as one: ``lines[shown]`` in view, the others folded under it."""
+
+    lines: list
+    shown: int
+
+
+def rank_output_html(result, run_id: str = "", key: str | None = None) -> str:
     """Every line in the order it arrived, with its source's coloured label and its time.
+
+    A traceback shows only the line that says what happened, with its frames folded under
+    it (a click opens them); so does a dump of C++ frames. An output of more than
+    ``FOLD_AFTER`` lines shows the lines that matter and folds all of them under those:
+    the lines that match the regular expression ``key``, or else the line that says how a
+    failed run ended, or the last line of each process of a run that succeeded.
 
     Inline styles only, so the block looks the same in the book, in a downloaded notebook
     and in JupyterLab, in light and dark themes (text colour is inherited).
@@ -44,9 +66,18 @@ def rank_output_html(result, run_id: str = "") -> str:
         outcome = f"killed at its timeout after {result.duration:.2f} s"
     else:
         outcome = f"exit code {result.returncode} after {result.duration:.2f} s"
-    rows = [_line_html(line) for line in result.lines]
-    if not rows:
-        rows.append('<div style="opacity:.6">(no output)</div>')
+    pieces = _folded(result.lines)
+    if not pieces:
+        body = '<div style="opacity:.6">(no output)</div>'
+    elif len(result.lines) <= FOLD_AFTER:
+        body = "".join(map(_piece_html, pieces))
+    else:
+        body = "".join(_line_html(line) for line in _lines_that_matter(result, key)) + (
+            '<details class="rank-output-all" style="margin-top:.25em">'
+            '<summary style="cursor:pointer;opacity:.7">'
+            f"all {len(result.lines)} lines</summary>"
+            + "".join(map(_piece_html, pieces)) + "</details>"
+        )
     return (
         f'<div class="rank-output" data-run="{run_id}" '
         'style="font-family:var(--pst-font-family-monospace,monospace);font-size:.82em;'
@@ -54,21 +85,93 @@ def rank_output_html(result, run_id: str = "") -> str:
         'margin:.3em 0">'
         '<div class="rank-output-head" style="margin-bottom:.4em;opacity:.8">'
         f"<code>{html.escape(command_text(result.command))}</code> &mdash; "
-        f"{html.escape(outcome)}</div>" + "".join(rows) + "</div>"
+        f"{html.escape(outcome)}</div>" + body + "</div>"
     )
 
 
-def _line_html(line) -> str:
+def _lines_that_matter(result, key: str | None) -> list:
+    if key is not None:
+        found = [line for line in result.lines if re.search(key, line.text)]
+        if found:
+            return found
+    if result.timed_out or result.returncode != 0:
+        main = [line for line in result.lines if line.source == "main"]
+        errors = [p.lines[p.shown] for p in _folded(result.lines) if isinstance(p, _Fold)]
+        return (main or errors or result.lines)[-1:]
+    last = {}
+    for line in result.lines:
+        last[line.source or "unlabelled"] = line
+    return sorted(last.values(), key=lambda line: line.t)
+
+
+def _folded(lines: list) -> list:
+    """The lines, each traceback and each run of C++ frames made one ``_Fold``."""
+    pieces, i = [], 0
+    while i < len(lines):
+        fold = _traceback_at(lines, i) or _frames_at(lines, i)
+        pieces.append(fold or lines[i])
+        i += len(fold.lines) if fold else 1
+    return pieces
+
+
+def _split(line) -> tuple[str, str]:
+    """A line's torchrun prefix (``[rank1]:``, or "") and its text after the prefix."""
+    match = _TORCH_PREFIX.match(line.text)
+    if not match:
+        return "", line.text
+    return match.group(1), line.text[match.end():].lstrip(" ")
+
+
+def _traceback_at(lines: list, start: int) -> _Fold | None:
+    """The traceback that starts at ``start`` (with any C++ frames after its error line),
+    shown by its error line; None when no traceback starts there."""
+    prefix, text = _split(lines[start])
+    if not text.startswith("Traceback (most recent call last):"):
+        return None
+    i = start + 1
+    while i < len(lines) and (lines[i].source, _split(lines[i])[0]) == (
+            lines[start].source, prefix):
+        text = _split(lines[i])[1]
+        if text and not text.startswith((" ", *_CONTINUING)):  # the error line
+            frames = _frames_at(lines, i + 1)
+            end = i + 1 + (len(frames.lines) if frames else 0)
+            return _Fold(lines[start:end], i - start)
+        i += 1
+    return _Fold(lines[start:i], i - start - 1)
+
+
+def _frames_at(lines: list, start: int) -> _Fold | None:
+    """Three or more C++ frame lines from ``start`` on, shown by the first."""
+    end = start
+    while end < len(lines) and _FRAME.match(_split(lines[end])[1]):
+        end += 1
+    return _Fold(lines[start:end], 0) if end - start >= 3 else None
+
+
+def _piece_html(piece) -> str:
+    if not isinstance(piece, _Fold):
+        return _line_html(piece)
+    folded = [line for i, line in enumerate(piece.lines) if i != piece.shown]
+    return (
+        '<details class="rank-fold"><summary style="cursor:pointer;list-style:none">'
+        + _line_html(piece.lines[piece.shown], folded=len(folded)) + "</summary>"
+        + "".join(map(_line_html, folded)) + "</details>"
+    )
+
+
+def _line_html(line, folded: int = 0) -> str:
     colour = source_colour(line.source)
     label = html.escape(line.source or "·")
+    more = (f'<span style="opacity:.55;white-space:nowrap">&#9656; {folded} more '
+            f'line{"s" if folded > 1 else ""}</span>') if folded else ""
     return (
         f'<div class="rank-line" data-source="{label}" style="display:flex;gap:.6em;'
         f'border-left:4px solid {colour};padding-left:.4em;line-height:1.35">'
         f'<span style="min-width:4.2em;color:#fff;background:{colour};border-radius:3px;'
         f'padding:0 .35em;text-align:center;white-space:nowrap">{label}</span>'
         f'<span style="min-width:3.6em;opacity:.6;text-align:right">{line.t:5.2f}s</span>'
-        '<span style="white-space:pre-wrap;word-break:break-word">'
-        f"{html.escape(line.text)}</span></div>"
+        '<span style="white-space:pre-wrap;word-break:break-word;flex:1">'
+        f"{html.escape(line.text)}</span>{more}</div>"
     )
 
 
@@ -118,7 +221,7 @@ class _Quiet:
     def add(self, line) -> None:
         pass
 
-    def finish(self, result) -> None:
+    def finish(self, result, key: str | None = None) -> None:
         pass
 
 
@@ -149,8 +252,8 @@ class _NotebookDisplay:
             self.last_update = time.time()
             self.handle.update(self.HTML(self._running_html()))
 
-    def finish(self, result) -> None:
-        self.handle.update(self.HTML(rank_output_html(result, self.run_id)))
+    def finish(self, result, key: str | None = None) -> None:
+        self.handle.update(self.HTML(rank_output_html(result, self.run_id, key)))
 
     def _running_html(self) -> str:
         body = html.escape("\n".join(self.recent)) or "starting..."

@@ -114,24 +114,37 @@ def run(
     timeout: float = 60.0,
     expect_returncode: int = 0,
     expect_output: str | None = None,
-    events: bool = True,
+    events: bool | None = None,
     env: dict[str, str] | None = None,
     stream: bool | None = None,
+    key: str | None = None,
+    cwd: str | Path | None = None,
 ) -> RunResult:
     """Run ``python -m <module> <args>`` and return what it did; see the module docstring.
 
     ``module`` may also be a shell script of the repository (``"scripts/launch_local.sh"``),
-    run with bash in the same way.
+    run with bash in the same way, or one of the book's plain programs
+    (``"programs/start_and_join.py"``), run as ``python programs/...`` from the
+    repository's root, as a reader runs it: no ``--events``, and its output as buffered as
+    it would be in a pipe of the reader's own.
 
     ``expect_output`` is a regular expression that must occur in the output.
+    ``events``: pass ``--events`` (default: yes, except for a program).
     ``stream``: None shows output live (notebook display or stdout); False keeps quiet.
+    ``key``: a regular expression for the lines that matter, which a long output shows
+    while the rest is folded (``render.rank_output_html``).
+    ``cwd``: the folder to run in (default: this process's; a program's: the repository).
     """
+    program = module.endswith(".py")
     if module.endswith(".sh"):
         command = ["bash", str(REPOSITORY / module), *map(str, args)]
+    elif program:
+        command = [sys.executable, module, *map(str, args)]
+        cwd = REPOSITORY if cwd is None else cwd
     else:
         command = [sys.executable, "-m", module, *map(str, args)]
     events_file = None
-    if events:
+    if events if events is not None else not program:
         handle, events_file = tempfile.mkstemp(prefix="events-", suffix=".jsonl")
         os.close(handle)
         command += ["--events", events_file]
@@ -142,6 +155,8 @@ def run(
         "MASTER_PORT": str(free_port()),
         **(env or {}),
     }
+    if program:  # as a reader's shell would run it
+        child_env.pop("PYTHONUNBUFFERED")
     display = live_output(command, stream)
     lines: list[Line] = []
     received: queue.Queue = queue.Queue()
@@ -154,6 +169,7 @@ def run(
                 # workers.supervise runs the command, and ends its group if this
                 # process dies without doing so (a notebook kernel killed outright)
                 [sys.executable, "-m", "workers.supervise", str(os.getpid()), *command],
+                cwd=cwd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -184,7 +200,7 @@ def run(
         timed_out=timed_out,
         started=started,
     )
-    display.finish(result)
+    display.finish(result, key)
     _check(result, module, timeout, expect_returncode, expect_output)
     return result
 

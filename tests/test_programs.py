@@ -1,0 +1,97 @@
+"""The plain programs in programs/: what a reader copies, so they are held to what a reader
+would write. Each is 12 to 45 lines, imports only PyTorch, torchvision and the standard
+library (nothing of the book's), has a ``__main__`` guard, runs with ``python FILE`` from a
+clone and exits 0 within a minute, and runs under torchrun too when it is distributed.
+Every chapter includes one whole and shows its run from the build."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from workers.ranks import free_port
+
+from helpers import ROOT, chapters
+
+PROGRAMS = sorted((ROOT / "programs").glob("*.py"))
+ALLOWED = {"torch", "torchvision"} | set(sys.stdlib_module_names)
+INCLUDED_WHOLE = re.compile(  # a literalinclude of a program with no :pyobject: or :lines:
+    r"```\{literalinclude\} \.\./programs/(\w+\.py)\n(?!:(pyobject|lines):)")
+SECONDS = 60
+
+
+def is_distributed(program: Path) -> bool:
+    return "init_process_group" in program.read_text()
+
+
+def imported_modules(program: Path) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(program.read_text())):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules.add(node.module.split(".")[0])
+    return modules
+
+
+def test_there_are_programs():
+    assert len(PROGRAMS) >= len(chapters())
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.name)
+def test_a_program_is_what_a_reader_would_write(program):
+    lines = program.read_text().splitlines()
+    assert 12 <= len(lines) <= 45, f"{len(lines)} lines"
+    assert imported_modules(program) <= ALLOWED, imported_modules(program) - ALLOWED
+    assert 'if __name__ == "__main__":' in program.read_text()
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.name)
+def test_a_program_runs_as_a_reader_runs_it(program):
+    """``python programs/NAME.py`` from the clone's root; under torchrun too when it is
+    distributed."""
+    commands = [[sys.executable, str(program.relative_to(ROOT))]]
+    if is_distributed(program):
+        commands.append([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                         "--nproc-per-node", "2", str(program.relative_to(ROOT))])
+    env = {**os.environ, "MASTER_PORT": str(free_port())}  # not the default 29500, which
+    for command in commands:  # another job on this machine may be using at the same time
+        started = time.time()
+        completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                   timeout=SECONDS + 30, env=env)
+        took = time.time() - started
+        assert completed.returncode == 0, (command, completed.stdout[-2000:],
+                                           completed.stderr[-3000:])
+        assert took < SECONDS, f"{' '.join(command[1:])} took {took:.0f} s"
+        assert re.search(r"^\[(main|rank \d+)\] ", completed.stdout, re.MULTILINE)
+
+
+def test_every_chapter_includes_a_program_whole():
+    missing = []
+    for name in chapters():
+        source = (ROOT / "book" / f"{name}.md").read_text()
+        included = INCLUDED_WHOLE.findall(source)
+        if not included:
+            missing.append(name)
+        for file, _ in included:
+            assert (ROOT / "programs" / file).is_file(), (name, file)
+    assert missing == []
+
+
+@pytest.mark.parametrize("chapter", chapters())
+def test_the_page_shows_its_programs_run_from_this_build(built_book, chapter):
+    soup = BeautifulSoup((built_book.html / "book" / f"{chapter}.html").read_text(),
+                         "html.parser")
+    heads = [head.get_text(" ", strip=True) for head in soup.select(".rank-output-head")]
+    source = (ROOT / "book" / f"{chapter}.md").read_text()
+    for file, _ in INCLUDED_WHOLE.findall(source):
+        runs = [head for head in heads if f"programs/{file}" in head]
+        assert runs, f"{chapter} includes programs/{file} but shows no run of it"
+        assert any(re.search(r"exit code 0 after", head) for head in runs), runs
