@@ -1,11 +1,12 @@
 """Run one command for the runner, and end its whole process group if the runner dies.
 
 The runner (``workers/runner.py``) starts ``[python, "-m", "workers.supervise", RUNNER_PID,
-*COMMAND]``, in a process group of its own; this starts the command in the same group and waits for it. A notebook kernel that is killed outright (restarted, or chosen by
-the out-of-memory killer) cannot stop the jobs it started, and a job that prints nothing
-would not even notice that nobody reads its output: this process sees that its parent is
-gone and kills the group, children, ranks and all. It exits as the command did: with its
-exit code, or by the signal that ended it.
+*COMMAND]`` in a process group of its own; this starts the command in the same group and
+waits for it. A notebook kernel that is killed outright (restarted, or chosen by the
+out-of-memory killer) cannot stop the jobs it started, and a job that prints nothing would
+not even notice that nobody reads its output: this process sees that its parent is gone
+and kills the group, children, ranks and all. It exits as the command did: with its exit
+code, or by the signal that ended it.
 """
 
 import os
