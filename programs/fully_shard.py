@@ -32,7 +32,7 @@ def train(rank: int, world_size: int) -> None:
         optimizer.step()  # on this rank's rows only
         if step % 5 == 4:
             print(f"[rank {rank}] step {step + 1}: loss {loss.item():.2f}", flush=True)
-    print(f"[rank {rank}] full_tensor() sums to {weight.full_tensor().sum():.4f}", flush=True)
+    print(f"[rank {rank}] full_tensor() sum {weight.full_tensor().sum():.4f}", flush=True)
     dist.destroy_process_group()
 
 
