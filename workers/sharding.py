@@ -16,6 +16,7 @@ step, its losses and its final weights, which must equal DDP's. gloo on the CPU,
 one GPU per rank. (The sharded checkpoint is the checkpoints chapter's.)
 """
 
+import math
 import statistics
 import sys
 import time
@@ -355,7 +356,18 @@ def train(strategy: str, rank: int, args, device) -> dict:
     model = tower(args.width, args.depth).to(device, getattr(torch, args.dtype))
     trained = build(strategy, model, device, args.lr)
     record = {"held": [], "parameters after forward": 0, "counted": [], "written": [],
-              "seconds": [], "losses": []}
+              "seconds": [], "losses": [], "smallest ReLU input": math.inf}
+
+    def near_the_kink(module, inputs):  # how close an input came to the ReLU's kink at 0
+        sizes = inputs[0].detach().abs()
+        sizes = sizes[sizes > 0]  # exact zeros come from rows a previous ReLU zeroed whole
+        if len(sizes):
+            smallest = sizes.min().item()
+            record["smallest ReLU input"] = min(record["smallest ReLU input"], smallest)
+
+    for module in trained.model.modules():
+        if isinstance(module, nn.ReLU):
+            module.register_forward_pre_hook(near_the_kink)
     for step in range(args.steps):
         inputs, targets = batch_for(rank, step, args, device)
         written = written_bytes()
@@ -405,6 +417,7 @@ def compare(rank: int, args, device, events: Events) -> None:
                     counted_bytes=record["counted"][0],
                     written_bytes=sent if device.type == "cpu" else None,
                     seconds=seconds, losses=record["losses"],
+                    smallest_relu_input=record["smallest ReLU input"],
                     largest_weight_difference=difference)
         if rank == 0:
             wire = f" {sent / 2**20:5.2f} MiB sent," if device.type == "cpu" else ""
