@@ -1,12 +1,11 @@
 """When the model does not fit: the training state sharded over the ranks. ZeRO's three
 stages written by hand, PyTorch's ZeroRedundancyOptimizer and FSDP2's fully_shard, each
-measured per rank against DDP; two FSDP2 mistakes; CPU offloading.
+measured per rank against DDP; two FSDP2 mistakes, and CPU offloading.
 
     python -m workers.sharding compare
     python -m workers.sharding compare --world-size 4 --strategies ddp zero3 fsdp2
     python -m workers.sharding compare --world-size 3 --width 7 --dtype float64
     python -m workers.sharding mistakes
-    python -m workers.sharding offload
     torchrun --standalone --nproc-per-node 2 -m workers.sharding compare
 
 ``compare`` trains the same model on the same data once per strategy and records, per
@@ -63,13 +62,13 @@ def tower(width: int, depth: int) -> nn.Sequential:
     return nn.Sequential(*layers[:-1])
 
 
-def batch_for(rank: int, step: int, args, device) -> tuple[torch.Tensor, torch.Tensor]:
+def batch_for(rank: int, step: int, args, device,
+              dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """Rank r's inputs and targets for one step: different on every rank, the same on
     every run and for every strategy."""
     generator = torch.Generator().manual_seed(1000 * step + rank)
     inputs = torch.randn(args.batch_size, args.width, generator=generator)
     targets = torch.randn(args.batch_size, args.width, generator=generator)
-    dtype = getattr(torch, getattr(args, "dtype", "float32"))
     return inputs.to(device, dtype), targets.to(device, dtype)
 
 
@@ -349,11 +348,11 @@ def build(strategy: str, model: nn.Module, device, lr: float) -> Strategy:
     return FullyShardedModel(model, device, lr, reshard_after_forward=strategy == "fsdp2")
 
 
-def train(strategy: str, rank: int, args, device) -> dict:
+def train(strategy: str, rank: int, args, device, dtype=torch.float32) -> dict:
     """``--steps`` steps of one strategy. Per step: the bytes held after forward, after
     backward and after the update, the bytes sent, the time, and the loss."""
     torch.manual_seed(0)  # every strategy starts from the same weights
-    model = tower(args.width, args.depth).to(device, getattr(torch, args.dtype))
+    model = tower(args.width, args.depth).to(device, dtype)
     trained = build(strategy, model, device, args.lr)
     record = {"held": [], "parameters after forward": 0, "counted": [], "written": [],
               "seconds": [], "losses": [], "smallest ReLU input": math.inf}
@@ -369,7 +368,7 @@ def train(strategy: str, rank: int, args, device) -> dict:
         if isinstance(module, nn.ReLU):
             module.register_forward_pre_hook(near_the_kink)
     for step in range(args.steps):
-        inputs, targets = batch_for(rank, step, args, device)
+        inputs, targets = batch_for(rank, step, args, device, dtype)
         written = written_bytes()
         synchronize(device)
         begin = time.perf_counter()
@@ -400,30 +399,36 @@ def train(strategy: str, rank: int, args, device) -> dict:
 
 def compare(rank: int, args, device, events: Events) -> None:
     """Every strategy of ``--strategies`` trained from the same weights on the same data,
-    measured, and its losses and final weights compared with DDP's."""
-    reference = None
-    for strategy in ["ddp"] + [s for s in args.strategies if s != "ddp"]:
-        record = train(strategy, rank, args, device)
-        if reference is None:
-            reference = record
-        difference = max((mine - theirs).abs().max().item()
-                         for mine, theirs in zip(record["weights"], reference["weights"]))
-        peak = {kind: max(h[kind] for h in record["held"]) for kind in record["held"][0]}
-        sent = statistics.median(record["written"][1:] or record["written"])
-        seconds = [round(s, 5) for s in record["seconds"][1:] or record["seconds"]]
-        events.emit(rank, "strategy", strategy=strategy, name=STRATEGIES[strategy],
-                    world_size=dist.get_world_size(), dtype=args.dtype, **peak,
-                    parameters_after_forward=record["parameters after forward"],
-                    counted_bytes=record["counted"][0],
-                    written_bytes=sent if device.type == "cpu" else None,
-                    seconds=seconds, losses=record["losses"],
-                    smallest_relu_input=record["smallest ReLU input"],
-                    largest_weight_difference=difference)
-        if rank == 0:
-            wire = f" {sent / 2**20:5.2f} MiB sent," if device.type == "cpu" else ""
-            say(rank, f"{STRATEGIES[strategy]:<34} {sum(peak.values()) / 2**20:6.2f} MiB "
-                      f"held,{wire} {statistics.median(seconds) * 1000:5.1f} ms per step, "
-                      f"weights {difference:.0e} from DDP's")
+    in each ``--dtype``, measured, and its losses and final weights compared with DDP's."""
+    for dtype in args.dtype:
+        reference = None
+        for strategy in ["ddp"] + [s for s in args.strategies if s != "ddp"]:
+            record = train(strategy, rank, args, device, getattr(torch, dtype))
+            reference = reference or record
+            name = STRATEGIES[strategy] + (f", {dtype}" if len(args.dtype) > 1 else "")
+            report(rank, strategy, name, dtype, record, reference, device, events)
+
+
+def report(rank, strategy, name, dtype, record, reference, device, events) -> None:
+    """One strategy's record as an event, and as a line of rank 0's."""
+    difference = max((mine - theirs).abs().max().item()
+                     for mine, theirs in zip(record["weights"], reference["weights"]))
+    peak = {kind: max(h[kind] for h in record["held"]) for kind in record["held"][0]}
+    sent = statistics.median(record["written"][1:] or record["written"])
+    seconds = [round(s, 5) for s in record["seconds"][1:] or record["seconds"]]
+    events.emit(rank, "strategy", strategy=strategy, name=STRATEGIES[strategy],
+                world_size=dist.get_world_size(), dtype=dtype, **peak,
+                parameters_after_forward=record["parameters after forward"],
+                counted_bytes=record["counted"][0],
+                written_bytes=sent if device.type == "cpu" else None,
+                seconds=seconds, losses=record["losses"],
+                smallest_relu_input=record["smallest ReLU input"],
+                largest_weight_difference=difference)
+    if rank == 0:
+        wire = f" {sent / 2**20:5.2f} MiB sent," if device.type == "cpu" else ""
+        say(rank, f"{name:<34} {sum(peak.values()) / 2**20:6.2f} MiB held,{wire} "
+                  f"{statistics.median(seconds) * 1000:5.1f} ms per step, weights "
+                  f"{difference:.0e} from DDP's")
 
 
 # --- two FSDP2 mistakes ------------------------------------------------------------------
@@ -453,7 +458,8 @@ def largest_gathered(model: nn.Sequential, sharded: list[torch.Tensor]) -> list[
 
 def mistakes(rank: int, args, device, events: Events) -> None:
     """The optimizer built before fully_shard, then fully_shard on the root alone: the
-    weights after a few steps, and the parameters held at once during forward."""
+    weights after a few steps, and the parameters held at once during forward. Then CPU
+    offloading, which needs a GPU."""
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
@@ -493,19 +499,18 @@ def mistakes(rank: int, args, device, events: Events) -> None:
             wrapped = "each layer and the root" if each_layer else "the root alone"
             say(rank, f"fully_shard on {wrapped}: {peak[0] / 2**20:.2f} MiB of parameters "
                       f"held during forward (the whole model: {whole / 2**20:.2f} MiB)")
+    offload(rank, args, device, mesh, events)
 
 
 # --- a feature that needs a GPU ----------------------------------------------------------
 
 
-def offload(rank: int, args, device, events: Events) -> None:
+def offload(rank: int, args, device, mesh, events: Events) -> None:
     """FSDP2 with CPUOffloadPolicy: the sharded parameters, gradients and optimizer state
     kept in CPU memory, copied to the GPU for each layer's compute; by default in pinned
     memory, which needs CUDA. Then with pin_memory=False."""
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 
-    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for pin_memory in (True, False):
         torch.manual_seed(0)
         model = tower(args.width, args.depth).to(device)
@@ -520,13 +525,14 @@ def offload(rank: int, args, device, events: Events) -> None:
         events.emit(rank, "offload", device=str(device), pin_memory=pin_memory,
                     parameters_on=where, error=error)
         if rank == 0:
-            say(rank, f"pin_memory={pin_memory}: " + (f"error: {error}" if error else
+            say(rank, f"CPUOffloadPolicy(pin_memory={pin_memory}): "
+                      + (f"error: {error}" if error else
                       f"compute on {device}, sharded parameters kept on {where}"))
 
 
 # --- the job -----------------------------------------------------------------------------
 
-DEMOS = {"compare": compare, "mistakes": mistakes, "offload": offload}
+DEMOS = {"compare": compare, "mistakes": mistakes}
 PRELOAD = PRELOADS["sharding"]  # (in workers/__init__.py)
 
 
@@ -559,18 +565,18 @@ def command_line() -> Parser:
         "compare", help="DDP, ZeRO-1/2/3 by hand, ZeroRedundancyOptimizer and FSDP2: bytes "
                         "held and sent, weights")
     wrong = demos.add_parser(
-        "mistakes", help="FSDP2: the optimizer built before fully_shard; the root alone")
-    offloading = demos.add_parser("offload", help="FSDP2 with CPUOffloadPolicy")
+        "mistakes", help="FSDP2: the optimizer built before fully_shard, the root alone, "
+                         "CPUOffloadPolicy")
     add_model_options(comparison, steps=5)
     comparison.add_argument("--strategies", nargs="+", choices=list(STRATEGIES),
                             default=list(STRATEGIES), metavar="STRATEGY",
                             help=f"what to train, DDP always first (default all: "
                                  f"{' '.join(STRATEGIES)})")
-    comparison.add_argument("--dtype", choices=["float32", "float64"], default="float32",
-                            help="of the weights and the data (default float32)")
+    comparison.add_argument("--dtype", nargs="+", choices=["float32", "float64"],
+                            default=["float32"], help="of the weights and the data: every "
+                            "strategy once for each (default float32)")
     add_model_options(wrong, steps=3, width=256)
-    add_model_options(offloading, steps=1)
-    for demo in (comparison, wrong, offloading):
+    for demo in (comparison, wrong):
         add_job_options(demo)
         add_common_options(demo, timeout=60)
     return parser
