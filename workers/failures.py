@@ -1,15 +1,13 @@
-"""When things go wrong: crashed ranks, timeouts, mismatched collectives, uneven inputs,
-elastic restarts and the pitfalls readers meet most, each bounded by a timeout. (Leftover
-processes are start_join's orphans demo: it needs no PyTorch.)
+"""When things go wrong: crashed and hung ranks, timeouts, mismatched collectives and uneven
+inputs, each bounded by a timeout. (Start-up mistakes are the init-methods chapter's,
+leftover processes start_join's, restarts the checkpoints chapter's.)
 
     python -m workers.failures crash
+    python -m workers.failures crash --hang
     torchrun --standalone --nproc-per-node 2 -m workers.failures crash
     python -m workers.failures timeout
     python -m workers.failures mismatch
     python -m workers.failures uneven
-    torchrun --standalone --nproc-per-node 2 --max-restarts 1 -m workers.failures elastic \\
-        --checkpoint-dir DIR
-    python -m workers.failures pitfalls
 
 Every scenario runs two ranks on gloo; its collectives run in a group whose timeout is
 --collective-timeout, and the whole job has --timeout.
@@ -21,14 +19,11 @@ import json
 import os
 import sys
 import time
-from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
-from torch.nn import functional as F
 
 from workers.job import Job, job_from_args, joined, run_ranks
 from workers.ranks import (
@@ -36,10 +31,8 @@ from workers.ranks import (
     Parser,
     add_common_options,
     first_line,
-    launch,
     open_events,
     positive_float,
-    positive_int,
     say,
     say_main,
     wait_for,
@@ -50,19 +43,25 @@ WORLD_SIZE = 2
 # --- a crashed rank -----------------------------------------------------------------------
 
 
-def crash(rank: int, group, events: Events, crash_at: int) -> None:
-    """All-reduce in a loop; rank 1 raises at step ``crash_at``."""
+def crash(rank: int, group, events: Events, args) -> None:
+    """All-reduce in a loop; rank 1 fails at step --crash-at-step."""
     for step in range(100):
-        if rank == 1 and step == crash_at:
-            events.emit(rank, "crash", step=step)
-            raise RuntimeError(f"rank 1 failed on purpose at step {step}")
+        maybe_crash(rank, step, args, events)
         try:
             dist.all_reduce(torch.ones(1), group=group)
         except RuntimeError as error:  # the peer is gone: gloo sees the closed socket
             say(rank, f"step {step}: all_reduce failed: {first_line(error)}")
-            events.emit(rank, "peer error", step=step, error=first_line(error))
             raise SystemExit(1) from None
         time.sleep(0.05)
+
+
+def maybe_crash(rank: int, step: int, args, events: Events) -> None:
+    """Rank 1, at --crash-at-step: raises, or with --hang stays away for an hour."""
+    if rank == 1 and step == args.crash_at_step:
+        events.emit(rank, "hang" if args.hang else "crash", step=step)
+        if args.hang:
+            time.sleep(3600)
+        raise RuntimeError(f"rank 1 failed on purpose at step {step}")
 
 
 def crash_with_bare_processes(job: Job, args) -> int:
@@ -95,8 +94,11 @@ def crash_with_spawn(job: Job, args) -> int:
 
 
 def crash_under_launchers(job: Job, args, events: Events) -> int:
-    for launcher, start in [("bare Process", crash_with_bare_processes),
-                            ("mp.spawn", crash_with_spawn)]:
+    launchers = [("bare Process", crash_with_bare_processes),
+                 ("mp.spawn", crash_with_spawn)]
+    if args.hang:  # bare Process would wait for the hung rank until its deadline, --timeout
+        launchers = launchers[1:]
+    for launcher, start in launchers:
         say_main(f"--- {launcher}")
         began = time.time()
         code = start(job.on_fresh_port(), args)
@@ -115,7 +117,7 @@ def never_arrives(rank: int, group, events: Events, monitored: bool, timeout: fl
         return
     begin = time.time()
     try:
-        if monitored:  # gloo only: says *which* rank did not arrive
+        if monitored:  # gloo only: names the first rank that did not arrive
             dist.monitored_barrier(group=group, timeout=timedelta(seconds=timeout))
         else:
             dist.all_reduce(torch.ones(1), group=group)
@@ -187,111 +189,6 @@ def uneven(rank: int, group, events: Events, use_join: bool) -> None:
     events.emit(rank, "uneven", join=use_join, steps=steps, error=None)
 
 
-# --- elastic restart ----------------------------------------------------------------------
-
-
-def elastic(rank: int, events: Events, args) -> None:
-    """DDP training that checkpoints every K steps and resumes from the last checkpoint.
-
-    Under ``torchrun --max-restarts 1``, rank 1 crashes once at --crash-at-step; the agent
-    then stops the other rank and starts both again (TORCHELASTIC_RESTART_COUNT becomes 1),
-    and the new workers carry on from the checkpoint. Each step's batch is a function of
-    the step number only, so a resumed run computes exactly what an uninterrupted one does.
-    """
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from workers.mnist import MnistNet, mnist_tensors
-
-    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))
-    (images, labels), _ = mnist_tensors(args.data_root)
-    torch.manual_seed(0)
-    model = DDP(MnistNet())
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.03, momentum=0.9)
-    checkpoint = Path(args.checkpoint_dir) / "last.pt"
-    step = 0
-    if checkpoint.exists():  # every rank reads it; rank 0 alone writes it
-        state = torch.load(checkpoint, weights_only=True)
-        model.module.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step = state["step"]
-        say(rank, f"attempt {attempt}: resumed from the checkpoint of step {step}")
-        events.emit(rank, "resumed", attempt=attempt, step=step)
-    while step < args.steps:
-        if rank == 1 and attempt == 0 and step == args.crash_at_step:
-            events.emit(rank, "crash", step=step, attempt=attempt)
-            raise RuntimeError(f"rank 1 crashed on purpose at step {step}")
-        generator = torch.Generator().manual_seed(1000 * step + rank)
-        batch = torch.randint(len(labels), (20,), generator=generator)
-        loss = F.cross_entropy(model(images[batch]), labels[batch])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        step += 1
-        events.emit(rank, "step", step=step, loss=loss.item(), attempt=attempt)
-        if step % args.checkpoint_every == 0:
-            if rank == 0:
-                state = {"model": model.module.state_dict(),
-                         "optimizer": optimizer.state_dict(), "step": step}
-                torch.save(state, checkpoint.with_suffix(".partial"))
-                # renamed into place: a checkpoint is never seen half-written
-                os.replace(checkpoint.with_suffix(".partial"), checkpoint)
-            dist.barrier()
-    if rank == 0:
-        torch.save(model.module.state_dict(), Path(args.checkpoint_dir) / "final.pt")
-        say(rank, f"attempt {attempt}: finished at step {step}")
-    events.emit(rank, "finished", step=step, attempt=attempt)
-
-
-def attempt_store(job: Job):
-    """torchrun's store, with this attempt's keys under a prefix of their own.
-
-    Restarted ranks meet in the same agent store as the failed ones; without the prefix a
-    restarted rank can read its peer's address as the failed attempt left it, and fail with
-    ``Gloo connectFullMesh failed ... Connection refused``.
-    """
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    agent_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                is_master=False, timeout=timedelta(seconds=job.timeout))
-    return dist.PrefixStore(f"attempt-{attempt}", agent_store)
-
-
-# --- pitfalls readers meet ----------------------------------------------------------------
-
-
-def pitfall(rank: int, job: Job, name: str, events: Events) -> None:
-    """One rank of a small job that goes wrong in one of the ways readers report most."""
-    store = None
-    if name == "a network interface that does not exist":
-        os.environ["GLOO_SOCKET_IFNAME"] = "nosuch0"
-    elif name == "each rank chose its own port":
-        port = int(job.init_method.rsplit(":", 1)[1]) + rank  # rank 1 looks on another port
-        job = replace(job, init_method=f"tcp://127.0.0.1:{port}")
-    begin = time.time()
-    try:
-        with joined(job, rank, store):
-            if name == "a rank returned before the barrier" and rank == 1:
-                say(rank, "returned early, before the barrier")
-                return
-            dist.barrier()
-        say(rank, "got through")
-    except (RuntimeError, OSError) as error:
-        say(rank, f"{type(error).__name__} after {time.time() - begin:.1f} s: "
-                  f"{first_line(error)[:200]}")
-        events.emit(rank, "pitfall", pitfall=name, error=first_line(error),
-                    seconds=time.time() - begin)
-
-
-PITFALLS = ["a network interface that does not exist", "each rank chose its own port",
-            "a rank returned before the barrier"]
-
-
-def pitfalls(job: Job, events: Events) -> int:
-    for name in PITFALLS:
-        say_main(f"--- {name}")
-        launch(pitfall, (job.on_fresh_port(), name, events), WORLD_SIZE, job.timeout + 5)
-    return 0
-
-
 # --- one rank, from start to finish -------------------------------------------------------
 
 
@@ -299,15 +196,12 @@ def rank_main(rank: int, job: Job, args) -> None:
     events = Events(args.events)
     if getattr(args, "detail", False):  # what TORCH_DISTRIBUTED_DEBUG=DETAIL sets, here
         dist.set_debug_level(dist.DebugLevel.DETAIL)
-    store = attempt_store(job) if args.demo == "elastic" else None
-    with joined(job, rank, store):  # start-up keeps the job's timeout: ranks start unevenly
+    with joined(job, rank):  # start-up keeps the job's timeout: ranks start unevenly
         events.emit(rank, "started", pid=os.getpid())
-        if args.demo == "elastic":
-            return elastic(rank, events, args)
         # The scenarios' collectives run in a group of the same ranks with a short timeout.
         group = dist.new_group(timeout=timedelta(seconds=args.collective_timeout))
         if args.demo == "crash":
-            crash(rank, group, events, args.crash_at_step)
+            crash(rank, group, events, args)
         elif args.demo == "timeout":
             never_arrives(rank, group, events, args.monitored, args.collective_timeout)
         elif args.demo == "mismatch":
@@ -316,8 +210,8 @@ def rank_main(rank: int, job: Job, args) -> None:
             uneven(rank, group, events, args.join)
 
 
-# uneven and elastic build optimizers, and the first optimizer imports torch._dynamo: each
-# rank imports it before it joins the group (workers.ranks.import_modules says why)
+# uneven builds an optimizer, and the first optimizer imports torch._dynamo: each rank
+# imports it before it joins the group (workers.ranks.import_modules says why)
 OPTIMIZER_IMPORTS = ("torch._dynamo",)
 
 
@@ -334,34 +228,24 @@ def command_line() -> Parser:
     parser = Parser(prog="python -m workers.failures", description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
     helps = {
-        "crash": "rank 1 crashes: under bare Process and mp.spawn, or under torchrun",
+        "crash": "rank 1 crashes (or hangs): under bare Process and mp.spawn, or torchrun",
         "timeout": "a collective rank 1 never calls, plain and with monitored_barrier",
         "mismatch": "all_reduce against broadcast, without and with the DETAIL debug level",
         "uneven": "one rank has a batch more, without and with Join",
-        "elastic": "torchrun --max-restarts resumes from a checkpoint",
-        "pitfalls": "three mistakes readers report most",
     }
     made = {name: demos.add_parser(name, help=text) for name, text in helps.items()}
     made["crash"].add_argument("--no-record", dest="record", action="store_false",
                                help="under torchrun: without @record, to see what is lost")
-    for name in ("crash", "elastic"):
-        made[name].add_argument(
-            "--crash-at-step", type=int, default=10, metavar="K",
-            help="the step at which rank 1 fails (default 10)")
+    made["crash"].add_argument("--hang", action="store_true",
+                               help="rank 1 hangs at the step instead of raising")
+    made["crash"].add_argument("--crash-at-step", type=int, default=10, metavar="K",
+                               help="the step at which rank 1 fails (default 10)")
     for name in ("crash", "timeout", "mismatch", "uneven"):
         made[name].add_argument(
             "--collective-timeout", type=positive_float, default=1, metavar="SECONDS",
             help="timeout of the scenario's collectives (default 1)")
-    elastic_demo = made["elastic"]
-    elastic_demo.add_argument("--steps", type=positive_int, default=30, help="default 30")
-    elastic_demo.add_argument("--checkpoint-every", type=positive_int, default=10,
-                              metavar="K", help="checkpoint every K steps (default 10)")
-    elastic_demo.add_argument("--checkpoint-dir", metavar="DIR", required=True,
-                              help="an existing folder for the checkpoints")
-    elastic_demo.add_argument("--data-root", default=None, metavar="DIR",
-                              help="MNIST root (default: data/ in the clone)")
-    for name, demo in made.items():  # the pitfalls' jobs are small: a short rendezvous does
-        add_common_options(demo, timeout=2 if name == "pitfalls" else 30)
+    for demo in made.values():
+        add_common_options(demo, timeout=30)
     return parser
 
 
@@ -374,20 +258,10 @@ def main(argv=None) -> int:
     if job.world_size != WORLD_SIZE:
         parser.error(f"every scenario has exactly {WORLD_SIZE} ranks: "
                      f"use --nproc-per-node {WORLD_SIZE}")
-    if args.demo == "elastic":
-        if not job.started_as_rank:
-            parser.error("elastic is about torchrun's restarts: start it with "
-                         "torchrun --max-restarts 1")
-        if not os.path.isdir(args.checkpoint_dir):
-            parser.error(f"--checkpoint-dir {args.checkpoint_dir}: no such folder")
-        if args.data_root is None:
-            from workers.mnist import DEFAULT_DATA_ROOT
-
-            args.data_root = DEFAULT_DATA_ROOT
     args.monitored = args.join = args.detail = False  # the plain variant of each scenario
     if job.started_as_rank:  # torchrun started this process as one rank
         entry = record(rank_main) if getattr(args, "record", True) else rank_main
-        imports = OPTIMIZER_IMPORTS if args.demo == "elastic" else ()
+        imports = OPTIMIZER_IMPORTS if args.demo == "uneven" else ()
         return run_ranks(job, entry, args, preload=imports)
     if args.demo == "crash":
         return crash_under_launchers(job, args, events)
@@ -397,10 +271,6 @@ def main(argv=None) -> int:
         return in_turn(job, args, "join", events)
     if args.demo == "mismatch":
         return in_turn(job, args, "detail", events)
-    if args.demo == "pitfalls":
-        return pitfalls(job, events)
-    if args.demo == "elastic":
-        parser.error("elastic needs torchrun")
     return run_ranks(job, rank_main, args)
 
 
