@@ -52,6 +52,7 @@ class Demo:
     events: bool = True  # False for the scripts that take no --events
     timeout: float = 60
     first: tuple[str, ...] = ()  # the module's arguments for a run that must come before
+    env: tuple[tuple[str, str], ...] = ()  # environment variables its chapter sets
 
     @property
     def worker_and_demo(self) -> tuple[str, str]:
@@ -178,11 +179,17 @@ DEMOS = [
     workers_demo("failures", "timeout", output="Rank 1 failed to pass monitoredBarrier"),
     workers_demo("failures", "mismatch", output="Detected mismatch between collectives"),
     workers_demo("failures", "uneven", output="after 5 steps, stuck for"),
-    Demo("failures", TORCHRUN[0],
-         (*TORCHRUN[1:], "--max-restarts", "1", "-m", "workers.failures", "elastic",
+    workers_demo("checkpoints", "load", "--world-size", "3", "--checkpoint", SCRATCH,
+                 output="16 tensors, 0 different",
+                 first=("save", "--world-size", "2", "--checkpoint", SCRATCH)),
+    workers_demo("checkpoints", "load", "--width", "256", "--checkpoint", SCRATCH,
+                 returncode=1, output="Size mismatch between saved",
+                 first=("save", "--checkpoint", SCRATCH)),
+    Demo("checkpoints", TORCHRUN[0],
+         (*TORCHRUN[1:], "--max-restarts", "1", "-m", "workers.checkpoints", "elastic",
           "--steps", "8", "--checkpoint-every", "4", "--crash-at-step", "6",
-          "--checkpoint-dir", SCRATCH), timeout=90),
-    workers_demo("failures", "pitfalls", output="Unable to find address for"),
+          "--checkpoint-dir", SCRATCH), timeout=90,
+         env=(("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"),)),
 ]
 
 
@@ -201,7 +208,7 @@ def check(demo: Demo, gpus: int) -> tuple[str, str]:
                     timeout=demo.timeout, stream=False)
             result = run(demo.module, *args, timeout=demo.timeout,
                          expect_returncode=expected[0], expect_output=expected[1],
-                         events=demo.events, stream=False)
+                         events=demo.events, stream=False, env=dict(demo.env))
         except WorkerError as error:
             return "FAILED", f"{why(error)}; last line: {last_line(error.result)}"
     if note and len(result.lines) != 1:

@@ -89,7 +89,7 @@ def test_reader_commands_are_found():
     """The pattern above really finds the book's commands (a test of the test)."""
     demos = {worker_and_demo(["python", "-m", f"workers.{c[0]}", *c[1:]])
              for _, c in reader_commands()}
-    assert ("workers.failures", "elastic") in demos  # written over several lines
+    assert ("workers.checkpoints", "elastic") in demos  # written over several lines
     assert ("workers.ddp_mnist", "ddp") in demos
     assert len(demos) > 40
 
@@ -105,7 +105,7 @@ def commands_run_by_pages(html_dir) -> set[tuple[str, str]]:
 
 def test_every_demo_runs_with_the_pinned_torch_in_the_book(built_book):
     ran = commands_run_by_pages(built_book.html)
-    assert ("workers.failures", "elastic") in ran
+    assert ("workers.checkpoints", "elastic") in ran
     tests = (ROOT / "tests/test_ddp_mnist.py").read_text()
     for demo in check_demos.DEMOS:
         if demo.gpus:

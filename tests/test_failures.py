@@ -1,43 +1,32 @@
-"""workers.failures beyond what its chapter runs: an elastic restart ends with exactly the weights
-of an uninterrupted run, the scenarios' refusals (elastic without torchrun, a wrong world size),
-each demo's --help, and bad input."""
+"""workers.failures beyond what its chapter runs: a hung rank under torchrun (the page hangs it
+under mp.spawn only), the scenarios' refusals (a wrong world size), each demo's --help, and
+bad input."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
 from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
 
 TORCHRUN = ("torch.distributed.run", "--standalone", "--nproc-per-node", "2")
 
 
-def test_an_elastic_restart_ends_like_an_uninterrupted_run(tmp_path):
-    restarted, plain = tmp_path / "restarted", tmp_path / "plain"
-    restarted.mkdir()
-    plain.mkdir()
-    elastic = ("-m", "workers.failures", "elastic", "--steps", "12", "--checkpoint-every", "4")
-    interrupted = quiet_run(*TORCHRUN, "--max-restarts", "1", *elastic, "--checkpoint-dir",
-                            str(restarted), "--crash-at-step", "6", timeout=120)
-    straight = quiet_run(*TORCHRUN, *elastic, "--checkpoint-dir", str(plain),
-                         "--crash-at-step", "1000", timeout=120)
-    assert [e["step"] for e in interrupted.events_named("resumed")] == [4, 4]
-    finished = {(e["rank"], e["step"], e["attempt"]) for e in interrupted.events_named("finished")}
-    assert finished == {(0, 12, 1), (1, 12, 1)}
-    assert {e["step"] for e in straight.events_named("finished")} == {12}
-    a = torch.load(restarted / "final.pt", weights_only=True)
-    b = torch.load(plain / "final.pt", weights_only=True)
-    assert max((a[k] - b[k]).abs().max().item() for k in a) == 0  # no progress lost or changed
+def test_a_hung_rank_under_torchrun_ends_the_job_at_the_timeout():
+    hung = quiet_run(*TORCHRUN, "-m", "workers.failures", "crash", "--hang",
+                     "--collective-timeout", "2", expect_returncode=1,
+                     expect_output=r"Timed out waiting 2000ms[\s\S]*ChildFailedError")
+    [hang] = hung.events_named("hang")
+    waited = hung.ended - hang["t"]
+    assert 2 <= waited < 20, waited  # the timeout, then the agent stops the hung rank
+    assert "rank      : 0" in hung.output  # the root cause is the rank that timed out
 
 
 @pytest.mark.parametrize(
     "demo, options",
     [
-        ("crash", {"--no-record", "--crash-at-step", "--collective-timeout", "--events",
-                   "--timeout"}),
-        ("pitfalls", {"--events", "--timeout"}),
-        ("elastic", {"--crash-at-step", "--steps", "--checkpoint-every", "--checkpoint-dir",
-                     "--data-root", "--events", "--timeout"}),
+        ("crash", {"--no-record", "--hang", "--crash-at-step", "--collective-timeout",
+                   "--events", "--timeout"}),
+        ("timeout", {"--collective-timeout", "--events", "--timeout"}),
     ],
 )
 def test_each_demo_documents_only_its_own_options(demo, options, capsys):
@@ -48,11 +37,11 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["elastic", "--checkpoint-dir", "/tmp"], "torchrun --max-restarts 1"),
-        (["elastic"], "required: --checkpoint-dir"),
         (["timeout", "--collective-timeout", "0"], "must be above 0"),
         (["crash", "--launcher", "ssh"], "unrecognized arguments: --launcher"),
         (["uneven", "--no-record"], "unrecognized arguments: --no-record"),
+        (["timeout", "--hang"], "unrecognized arguments: --hang"),
+        (["elastic"], "invalid choice: 'elastic'"),  # the checkpoints chapter's now
     ],
 )
 def test_bad_input_gets_one_line(args, fragment, capsys):
