@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # A two-node Slurm cluster on this one machine, to try the book's Slurm script for real:
 # munged (with a key of its own), the controller slurmctld, and two slurmd, "node1" and
-# "node2", both on 127.0.0.1. A Slurm or munge already set up here is left alone: every file
-# lives in $LOCAL_SLURM_DIR (default /run/local-slurm), the commands find this cluster through
-# SLURM_CONF, and it listens on ports $LOCAL_SLURM_PORT (default 17000, the controller) and
-# the two after it (the nodes).
+# "node2", both on 127.0.0.1. A Slurm or munge already set up here is left alone: every
+# file lives in $LOCAL_SLURM_DIR (default /run/local-slurm), the commands find this cluster
+# through SLURM_CONF, and it listens on port $LOCAL_SLURM_PORT (default 17000, the
+# controller) and the two after it (the nodes).
 #
-#   scripts/local_slurm.sh start     start it; says which SLURM_CONF to export
-#   scripts/local_slurm.sh stop      end its jobs and stop every daemon: nothing is left running
-#   scripts/local_slurm.sh status    its nodes, or one line saying that no controller answers
-#   scripts/local_slurm.sh check     exit 0 if this machine can run it, else say why in one line
+#   scripts/local_slurm.sh start    start it; says which SLURM_CONF to export
+#   scripts/local_slurm.sh stop     end its jobs, stop every daemon: nothing is left running
+#   scripts/local_slurm.sh status   its nodes, or one line saying no controller answers
+#   scripts/local_slurm.sh check    exit 0 if this machine can run it, else say why (a line)
 #   scripts/local_slurm.sh run JOB.sbatch [ARGS...]
-#       sbatch JOB.sbatch ARGS in the clone's root, show the job's output as it is written and
-#       its final state, and exit 0 only if it COMPLETED; starts the cluster first and stops
-#       it after when it was not running
+#       sbatch JOB.sbatch ARGS in the clone's root, show the job's output as it is written
+#       and its final state, and exit 0 only if it COMPLETED; starts the cluster first and
+#       stops it after when it was not running
 #
 # Needs root (slurmd starts each job as the user who submitted it) and Slurm built with
 # multiple-slurmd support, as Debian's is (Debian 12 has Slurm 22.05):
@@ -45,7 +45,8 @@ why_not() {  # one line saying why this machine cannot run the cluster, or nothi
     if (( ${#missing[@]} )); then
         echo "Slurm is not installed here (no ${missing[*]}): see scripts/local_slurm.sh"
     elif (( EUID != 0 )); then
-        echo "Slurm is installed, but the local cluster needs root (slurmd starts jobs as their user)"
+        echo "Slurm is installed, but a local cluster needs root" \
+             "(slurmd starts each job as its user)"
     fi
 }
 
@@ -96,7 +97,8 @@ MinJobAge=300
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-NodeName=node[1-2] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((port + 1))-$((port + 2)) CPUs=$cpus State=UNKNOWN
+NodeName=node[1-2] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((port + 1))-$((port + 2)) \
+    CPUs=$cpus State=UNKNOWN
 PartitionName=local Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP
 EOF
 }
@@ -174,8 +176,8 @@ alive() {  # whether any of the pids still runs
 steps() {  # the pids of this cluster's slurmstepd (they inherit SLURM_CONF from slurmd)
     local pid
     for pid in $(pgrep -x slurmstepd); do
-        { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" \
-            && echo "$pid"
+        { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null \
+            | grep -qx "SLURM_CONF=$SLURM_CONF" && echo "$pid"
     done
 }
 
