@@ -139,9 +139,16 @@ start() {
 
 not_started() { stop >/dev/null; fail "$1"; }
 
-stop() {
-    local pids=() pid name
-    if answers; then  # end the jobs first: a slurmd that stops leaves its jobs running
+stop() {  # "stop now": kill at once (a run interrupted), else end jobs, then daemons
+    local now=${1:-} pids=() pid name
+    if [[ -n $now ]]; then
+        for name in "${daemons[@]}"; do
+            pid=$(running "$name") && kill -KILL "$pid" 2>/dev/null
+        done
+        kill -KILL $(steps) 2>/dev/null
+        return 0
+    fi
+    if answers; then  # a slurmd that stops leaves its jobs running
         scancel --partition=local 2>/dev/null
         for _ in $(seq 100); do
             [[ -z $(squeue --noheader --format=%i 2>/dev/null) ]] && break
@@ -151,7 +158,7 @@ stop() {
     for name in "${daemons[@]}"; do
         pid=$(running "$name") && pids+=("$pid")
     done
-    pids+=($(steps))  # a job step left behind by a slurmd that died
+    pids+=($(steps))  # job steps and jobs, whose slurmd is gone or stopping
     (( ${#pids[@]} )) || { say "not running"; return 0; }
     kill -TERM "${pids[@]}" 2>/dev/null
     for _ in $(seq 50); do
@@ -161,9 +168,7 @@ stop() {
     for name in "${daemons[@]}"; do  # any that did not stop
         pid=$(running "$name") && kill -KILL "$pid" 2>/dev/null
     done
-    for pid in $(steps); do
-        kill -KILL $(descendants "$pid") "$pid" 2>/dev/null
-    done
+    kill -KILL $(steps) 2>/dev/null  # and whatever is left of a job
     say "stopped (${#pids[@]} processes)"
 }
 
@@ -173,19 +178,18 @@ alive() {  # whether any of the pids still runs
     return 1
 }
 
-steps() {  # the pids of this cluster's slurmstepd (they inherit SLURM_CONF from slurmd)
-    local pid
-    for pid in $(pgrep -x slurmstepd); do
-        { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null \
-            | grep -qx "SLURM_CONF=$SLURM_CONF" && echo "$pid"
-    done
-}
-
-descendants() {  # every process under pid $1
-    local child
-    for child in $(pgrep -P "$1"); do
-        echo "$child"
-        descendants "$child"
+steps() {  # this cluster's job steps and jobs: slurmstepd, and every process of a job
+    local file pid
+    # they inherit SLURM_CONF (slurmstepd from slurmd, a job from sbatch); a job's have a
+    # SLURM_JOB_ID too, which a shell that exported SLURM_CONF to submit jobs has not
+    for file in $(grep -lzx "SLURM_CONF=$SLURM_CONF" /proc/[0-9]*/environ 2>/dev/null); do
+        pid=${file#/proc/}
+        pid=${pid%/environ}
+        (( pid == $$ )) && continue
+        if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == slurmstepd ]] \
+            || grep -qz "^SLURM_JOB_ID=" "$file" 2>/dev/null; then
+            echo "$pid"
+        fi
     done
 }
 
@@ -209,8 +213,8 @@ run_job() {
     jobid=$(sbatch --parsable --chdir="$root" --output="$dir/jobs/%x-%j.out" "$job" "$@") \
         || { (( started_here )) && stop >/dev/null; exit 1; }
     jobid=${jobid%%;*}
-    trap 'scancel "$jobid" 2>/dev/null; (( started_here )) && stop >/dev/null; exit 143' \
-        TERM INT
+    # interrupted (Ctrl-C, or a notebook's timeout, which allows 3 s): end it all at once
+    trap 'if (( started_here )); then stop now; else scancel "$jobid"; fi; exit 143' TERM INT
     say "submitted job $jobid: $(sinfo --noheader --format='%D nodes (%N), %c CPUs each')"
     output=$(scontrol show job "$jobid" | sed -n 's/^ *StdOut=//p')
     tail -n +1 -F "$output" 2>/dev/null &  # the job's output while it is written

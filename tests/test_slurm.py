@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
 import pytest
+from workers.runner import WorkerError
 
 from helpers import ROOT, quiet_run
 
@@ -70,6 +72,14 @@ def test_a_failing_job_shows_its_error_and_fails(cluster):
     assert result.output.count("argument --epochs: must be at least 1") >= 2, result.output
     assert re.search(r"ended: FAILED, exit code [1-9]", result.lines[-1].text), result.output
     assert not _left_running(cluster)  # run started the cluster, and stopped it
+
+
+def test_an_interrupted_run_leaves_nothing_running(cluster):
+    """A notebook's timeout (SIGTERM to the run's group, SIGKILL 3 s later) in mid-job."""
+    with pytest.raises(WorkerError, match="timed out"):
+        quiet_run(SCRIPT, "run", JOB, "--epochs", "5", env=cluster, timeout=10)
+    time.sleep(0.5)  # the killed processes are reaped
+    assert not _left_running(cluster)
 
 
 def test_no_controller_answers_in_one_line(cluster):
