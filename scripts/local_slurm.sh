@@ -61,7 +61,7 @@ answers() { [[ -f $SLURM_CONF ]] && scontrol ping 2>/dev/null | grep -q "is UP";
 write_config() {
     local host cpus
     host=$(hostname -s)
-    cpus=$(nproc)
+    cpus=$(( $(nproc) > 2 ? $(nproc) : 2 ))  # the book's script asks for 2 per node
     cat >"$dir/slurm.conf" <<EOF
 # written by scripts/local_slurm.sh: two nodes on this one host ($host)
 ClusterName=local
