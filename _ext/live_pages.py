@@ -3,10 +3,11 @@
 * Every notebook page whose code calls ``run(...)`` gets a bar under its title ("Run this page
   live"). ``_live/live.js`` turns the page's visible code cells into editors that run against
   the Jupyter server that ``scripts/live.py`` starts on the reader's machine (the page learns
-  its address and token from ``_live/server.json``, which only that command serves), with an
-  interrupt button. Before the first cell runs, the kernel runs the page's imports (every
-  top-level ``import`` of every code cell, hidden ones included), so any run cell can be run
-  first. Outside that command the bar says in one line how to start it.
+  its address from ``_live/server.json``, which only that command serves, and its token from
+  the address that command prints), with an interrupt button. Before the first cell runs,
+  the kernel runs the page's imports (every top-level ``import`` of every code cell, hidden
+  ones included), so any run cell can be run first. Outside that command the bar says in
+  one line how to start it.
 * Thebe, fetched by ``scripts/fetch_thebe.py`` into ``_vendor/thebe``, is copied into the
   site as ``_thebe/`` and loaded from there on the first click: nothing from outside the site.
 * A page with an interactive figure (``workers.render.interactive_timeline`` and friends)
@@ -98,9 +99,10 @@ def add_page_scripts(app, pagename, templatename, context, doctree) -> None:
     ]
     styles = list(context.get("css_files", []))
     body = context.get("body", "")
+    # on every page, as the live command's address may open any of them (it takes the key)
+    scripts.append(_JavaScript("_live/live.js", priority=800, defer="defer"))
     if 'class="live-bar"' in body:
         styles.append(_CascadingStyleSheet("_live/live.css", priority=800))
-        scripts.append(_JavaScript("_live/live.js", priority=800, defer="defer"))
     if 'class="live-figure"' in body:
         styles.append(_CascadingStyleSheet("_live/figures.css", priority=800))
         scripts.append(_JavaScript("_plotly/plotly.min.js", priority=800))

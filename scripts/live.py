@@ -2,11 +2,13 @@
 
 Serves the built book (``_build/html``, README command 1) on 127.0.0.1 and starts a Jupyter
 server beside it, on 127.0.0.1 too, with a fresh random token and the book's address as its
-only allowed origin. A chapter's "Run this page live" button then turns its code cells into
-editors that run in a kernel of that server, in ``book/`` as the build ran them, with this
-clone's ``workers``. Ctrl-C stops both servers, every kernel and every process a kernel
-started: this process is made the reaper of everything it starts, so even a process whose
-parent died is found and ended.
+only allowed origin. The token travels only in the address this prints (after ``#``, which a
+browser never sends to a server): the page keeps it in the browser, so another user of the
+same machine, who can reach both ports, cannot learn it from the book's server. A chapter's
+"Run this page live" button then turns its code cells into editors that run in a kernel of
+that server, in ``book/`` as the build ran them, with this clone's ``workers``. Ctrl-C stops
+both servers, every kernel and every process a kernel started: this process is made the
+reaper of everything it starts, so even a process whose parent died is found and ended.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -35,7 +38,8 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 class BookHandler(http.server.SimpleHTTPRequestHandler):
-    """The built book's files, and ``/_live/server.json``: where the Jupyter server is."""
+    """The built book's files, and ``/_live/server.json``: where the Jupyter server is (not
+    its token)."""
 
     server_info: bytes = b"{}"
 
@@ -68,6 +72,12 @@ def book_server(html: Path, port: int) -> http.server.ThreadingHTTPServer:
         return http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
 
 
+def first_page(html: Path) -> str:
+    """The page the site's root redirects to (a redirect would drop the address's key)."""
+    match = re.search(r'url=([^"\'>]+)', (html / "index.html").read_text())
+    return match.group(1) if match else "index.html"
+
+
 def jupyter_command(port: int, origin: str) -> list[str]:
     command = [
         sys.executable, "-m", "jupyter_server",
@@ -77,7 +87,7 @@ def jupyter_command(port: int, origin: str) -> list[str]:
         "--ServerApp.open_browser=False", "--ServerApp.log_level=WARN",
         # kernels talk to the server over Unix sockets in the command's own folder, not TCP
         "--KernelManager.transport=ipc",
-        "--ServerApp.websocket_ping_timeout=30000",  # (its default warns that it is too long)
+        "--ServerApp.websocket_ping_timeout=30000",  # (its default warns: too long)
     ]
     if os.geteuid() == 0:  # jupyter_server refuses to run as root without it
         command.append("--allow-root")
@@ -154,8 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     token = secrets.token_urlsafe(32)
     jupyter_port = free_port()
     jupyter_url = f"http://127.0.0.1:{jupyter_port}/"
-    BookHandler.server_info = json.dumps(
-        {"url": jupyter_url, "token": token, "path": "book"}).encode()
+    BookHandler.server_info = json.dumps({"url": jupyter_url, "path": "book"}).encode()
     jupyter = serving = None
     with tempfile.TemporaryDirectory(prefix="live-jupyter-") as runtime:
         env = {
@@ -175,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
             wait_until_up(jupyter_url, jupyter)
             serving = threading.Thread(target=book.serve_forever, daemon=True)
             serving.start()
-            print(f"The book, live: {origin}/  (chapters run on this machine; Ctrl-C stops "
-                  "everything)", flush=True)
+            print(f"The book, live: {origin}/{first_page(args.html)}#live-token={token}\n"
+                  "(open this address: it carries the key to the live server; chapters run "
+                  "on this machine; Ctrl-C stops everything)", flush=True)
             while jupyter.poll() is None:
                 time.sleep(0.5)
             print(f"live: the Jupyter server exited with code {jupyter.returncode}",

@@ -4,6 +4,14 @@
    which only that command serves. */
 (function () {
   "use strict";
+  // The key to the live server comes in the address scripts/live.py prints, after "#": kept
+  // in this browser for this site, and taken out of the address bar.
+  const KEY = "book-live-token";
+  const given = location.hash.match(/live-token=([^&]+)/);
+  if (given) {
+    localStorage.setItem(KEY, decodeURIComponent(given[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
   const bar = document.querySelector(".live-bar");
   if (!bar) return;
   const root = document.documentElement.dataset.content_root || "";
@@ -29,6 +37,16 @@
     return null;
   }
 
+  async function keyAccepted(info, token) {
+    try {
+      const response = await fetch(info.url + "api/status",
+                                   { headers: { Authorization: "token " + token } });
+      return response.ok;
+    } catch (error) {
+      return false;
+    }
+  }
+
   /* Each visible code cell gets a plain <pre> with its code for Thebe to replace with an
      editor, and exactly one output placeholder (Thebe pairs cells and outputs in order). */
   function markCells() {
@@ -41,7 +59,8 @@
       source.setAttribute("data-live-cell", "");
       source.textContent = code.textContent.replace(/\n$/, "");
       input.replaceChildren(source);
-      let output = Array.from(cell.children).find((child) => child.classList.contains("cell_output"));
+      let output = Array.from(cell.children)
+        .find((child) => child.classList.contains("cell_output"));
       if (!output) {
         output = document.createElement("div");
         output.className = "cell_output docutils container";
@@ -64,6 +83,13 @@
       start.disabled = false;
       return;
     }
+    const token = localStorage.getItem(KEY);
+    if (!token || !(await keyAccepted(info, token))) {
+      say("The live server does not know this page's key: open the address that " +
+          "scripts/live.py printed (it carries the key), then come back here.");
+      start.disabled = false;
+      return;
+    }
     try {
       if (!window.thebe || !window.thebe.bootstrap) {
         await Promise.all([
@@ -72,7 +98,8 @@
         ]);
       }
     } catch (error) {
-      say("Thebe is not part of this build: run scripts/fetch_thebe.py, then build the book again.");
+      say("Thebe is not part of this build: run scripts/fetch_thebe.py, then build the " +
+          "book again.");
       start.disabled = false;
       return;
     }
@@ -92,7 +119,7 @@
         mathjaxUrl: "",  // never cdnjs
         codeMirrorConfig: { theme: "default", mode: "python", lineNumbers: false },
         serverSettings: { baseUrl: info.url, wsUrl: info.url.replace(/^http/, "ws"),
-                          token: info.token, appendToken: true },
+                          token: token, appendToken: true },
         kernelOptions: { kernelName: "python3",
                          path: info.path + "/" + page.replace(/\.html$/, ".ipynb") },
       });
@@ -100,19 +127,20 @@
       bar.liveKernel = kernel;
       say("Importing what the page uses...");
       const preamble = bar.dataset.preamble || "";
-      if (preamble) {
-        const reply = await kernel.requestExecute({ code: preamble, silent: true }).done;
-        if (reply.content.status !== "ok") {
-          say("The page's imports failed in the kernel: " + reply.content.ename + ": " + reply.content.evalue);
-        }
-      }
+      const reply = preamble
+        ? await kernel.requestExecute({ code: preamble, silent: true }).done : null;
       interrupt.disabled = false;
       bar.classList.add("live-on");
-      say("Live: " + cells + " cells run on your machine (Shift-Enter or 'run'). " +
-          "Interrupt stops a running cell and every process it started.");
+      if (reply && reply.content.status !== "ok") {
+        say("Live, but the page's imports failed in the kernel: " + reply.content.ename +
+            ": " + reply.content.evalue);
+      } else {
+        say("Live: " + cells + " cells run on your machine (Shift-Enter or 'run'). " +
+            "Interrupt stops a running cell and every process it started.");
+      }
     } catch (error) {
-      say("Could not start a kernel: " + error);
-      start.disabled = false;
+      // the cells are editors already: a second try needs the page afresh
+      say("Could not start a kernel (" + error + "): reload the page to try again.");
     }
   }
 
