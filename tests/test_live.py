@@ -42,7 +42,13 @@ LIVE = [sys.executable, str(ROOT / "scripts" / "live.py"), "--port", "0"]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 GO_LIVE_SECONDS = 120  # a kernel's start and the page's imports, on a busy 2-core machine
 
-browser_only = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+
+
+def browser_only(test):
+    """A test in Chromium. Marked ``book``: it needs a book built (the test book, or for the
+    start_join test the real one), so the fast loop leaves it out."""
+    skip = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+    return pytest.mark.book(skip(test))
 
 
 # Python-side checks: no browser ----------------------------------------------------------
