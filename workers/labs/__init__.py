@@ -25,8 +25,10 @@ from workers.labs.harness import (
     BadInput,
     Finding,
     Verdict,
+    calls_summary,
     ended_findings,
     inspect_source,
+    list_of,
     not_implemented,
     resolve,
     run_job,
@@ -45,27 +47,28 @@ def lab_module(name: str):
 
 
 def check(lab: str, path=None, timeout: float | None = None,
-          world_sizes=None, events=None) -> Verdict:
-    """Check the reader's solution of ``lab`` (default file ``labs/<lab>.py``)."""
+          world_sizes=None, events=None, per_rank: bool = False) -> Verdict:
+    """Check the reader's solution of ``lab`` (default file ``labs/<lab>.py``).
+    ``per_rank``: the verdict also says what each rank sent, received and held."""
     begin = time.monotonic()
     try:
         module = lab_module(lab)
         path = resolve(path if path is not None else f"labs/{lab}.py")
         inspect_source(path, module.FUNCTION)
         return checked(module, lab, path, timeout or module.TIMEOUT,
-                       world_sizes or module.WORLD_SIZES, events, begin)
+                       world_sizes or module.WORLD_SIZES, events, begin, per_rank)
     except BadInput as error:
         return Verdict(lab, 2, [str(error)], time.monotonic() - begin)
 
 
-def checked(module, lab, path, timeout, world_sizes, events, begin) -> Verdict:
-    sizes = ", ".join(map(str, world_sizes[:-1])) + f" and {world_sizes[-1]}"
+def checked(module, lab, path, timeout, world_sizes, events, begin, per_rank) -> Verdict:
+    sizes = list_of(world_sizes)
     units = getattr(module, "UNITS", "ranks")
     lines = [f"{lab} ({module.CHAPTER}): checking {module.FUNCTION}() of {shown(path)} "
              f"on {sizes} {'gloo ' * (units == 'ranks')}{units}"]
     outcomes, failed = [], False
-    for world_size in world_sizes:
-        given = module.setup(world_size)
+    givens = {world_size: module.setup(world_size) for world_size in world_sizes}
+    for world_size, given in givens.items():
         outcome = run_job(module, world_size, path, timeout, given)
         outcomes.append(outcome)
         if any(error["not_implemented"] for error in outcome.raised.values()):
@@ -85,6 +88,13 @@ def checked(module, lab, path, timeout, world_sizes, events, begin) -> Verdict:
             first, *rest = finding.text.splitlines()
             lines.append(f"  {mark} {first}")
             lines.extend(f"       {line.strip()}" for line in rest)
+        if per_rank:
+            extra = getattr(module, "per_rank", lambda rank, result, given: "")
+            one = "rank" if units == "ranks" else "process"
+            for rank, result in sorted(outcome.results.items()):
+                said = "; ".join(filter(None, [calls_summary(result["calls"]),
+                                               extra(rank, result, given)]))
+                lines.append(f"       {one} {rank}: {said}")
         if events is not None:
             events.emit("main", "lab", lab=lab, world_size=world_size,
                         passed=not failed, seconds=outcome.seconds,
@@ -116,6 +126,8 @@ def command_line():
                      help="the file with your function (default labs/<lab>.py)")
     one.add_argument("--world-sizes", type=int, nargs="+", metavar="N",
                      help="check at these world sizes only (default: the lab's)")
+    one.add_argument("--per-rank", action="store_true",
+                     help="also say what each rank sent, received and held")
     add_common_options(one, timeout=0)
     one.set_defaults(timeout=None)
     for action in one._actions:
@@ -128,7 +140,11 @@ def command_line():
 def main(argv=None) -> int:
     import sys
 
-    from workers.ranks import fail, open_events
+    from workers.ranks import open_events
+
+    def fail(text: str) -> int:
+        sys.stderr.write(f"python -m workers.labs: error: {text}\n")
+        return 2
 
     args = command_line().parse_args(argv)
     if args.command == "list":
@@ -137,13 +153,13 @@ def main(argv=None) -> int:
             print(f"{name:<18} {module.CHAPTER:<14} {module.ASKS}")
         return 0
     if args.world_sizes and min(args.world_sizes) < 1:
-        fail("--world-sizes: every world size must be at least 1")
+        return fail("--world-sizes: every world size must be at least 1")
     events = open_events(args.events)
-    verdict = check(args.lab, args.file, args.timeout, args.world_sizes, events)
+    verdict = check(args.lab, args.file, args.timeout, args.world_sizes, events,
+                    args.per_rank)
     if verdict.code == 2:
-        fail(str(verdict))
+        return fail(str(verdict))
     print(verdict, flush=True)
-    sys.stdout.flush()
     return verdict.code
 
 

@@ -104,6 +104,12 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     return {"entered": entered, "left": left, "counts": counts}
 
 
+def per_rank(rank: int, result: dict, given: dict) -> str:
+    waits = ", ".join(f"{left - entered:.2f}" for entered, left in
+                      zip(result["entered"], result["left"]))
+    return f"store calls per barrier {result['counts']}, seconds inside {waits}"
+
+
 def judge(world_size: int, outcome, given: dict) -> list:
     results = outcome.results
     start = min(r["entered"][0] for r in results.values())

@@ -458,21 +458,25 @@ def captured_stdout():
     when a job ends badly; the verdict says it in its own words). On an exception, what
     was said is passed on."""
     sys.stdout.flush()
-    saved = os.dup(1)
+    try:
+        out = sys.stdout.fileno()  # where launch() writes: not fd 1 under pytest's capture
+    except (AttributeError, OSError, ValueError):
+        out = 1
+    saved = os.dup(out)
     with tempfile.TemporaryFile() as said:
-        os.dup2(said.fileno(), 1)
+        os.dup2(said.fileno(), out)
         text = []
         try:
             yield text
         except BaseException:
-            restore(saved, said, text)
+            restore(out, saved, said, text)
             sys.stdout.write("".join(text))
             raise
-        restore(saved, said, text)
+        restore(out, saved, said, text)
 
 
-def restore(saved: int, said, text: list[str]) -> None:
-    os.dup2(saved, 1)
+def restore(out: int, saved: int, said, text: list[str]) -> None:
+    os.dup2(saved, out)
     os.close(saved)
     said.seek(0)
     text.append(said.read().decode(errors="replace"))
@@ -516,6 +520,9 @@ def run_job(lab, world_size: int, path: Path, timeout: float, given) -> Outcome:
             out = base.with_suffix(".out")
             if out.exists():
                 outcome.printed[rank] = out.read_text(errors="replace").splitlines()
+        if code and not outcome.raised and outcome.waiting and \
+                outcome.seconds >= timeout and not outcome.launcher_said:
+            outcome.timed_out = True  # launch()'s line went elsewhere; the clock says it
         return outcome
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -612,6 +619,29 @@ def wait_findings(outcome: Outcome) -> list[Finding]:
                            f"Work(s), the first from {works[0]}; until wait() returns, a "
                            f"sent buffer may still be read and a received one is not "
                            f"yet written")]
+
+
+def calls_summary(calls: list[dict]) -> str:
+    """``isend x2 to rank 1 (32 bytes), irecv x2 from rank 0 (32 bytes)``: a rank's calls
+    of torch.distributed in the reader's function, by kind."""
+    kinds: dict[str, dict] = {}
+    for call in calls:
+        kind = kinds.setdefault(call["name"], {"count": 0, "bytes": 0, "peers": set()})
+        kind["count"] += 1
+        kind["bytes"] += call["sent"] + call["received"]
+        if call["name"] in POINT_TO_POINT and call["peer"] is not None:
+            kind["peers"].add(call["peer"])
+        elif call["group"] is not None:
+            kind["peers"].add(f"group {call['group']}")
+    parts = []
+    for name, kind in kinds.items():
+        to = " from " if name in RECEIVES else " to " if name in SENDS else " in "
+        peers = to + list_of(sorted(map(str, kind["peers"]))) if kind["peers"] else ""
+        if peers and name in POINT_TO_POINT:
+            peers = peers.replace(to, to + "rank" + "s" * (len(kind["peers"]) > 1) + " ")
+        size = f" ({kind['bytes']} bytes)" if kind["bytes"] else ""
+        parts.append(f"{name} x{kind['count']}{peers}{size}")
+    return ", ".join(parts)
 
 
 def list_of(items) -> str:

@@ -86,6 +86,15 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
             "accumulating": alone(rank, world_size, zero_grad=False)}
 
 
+def per_rank(rank: int, result: dict, given: dict) -> str:
+    def shown(values) -> str:
+        return ", ".join(f"{value:.3f}" for value in values)
+
+    block = given["model"].weight.detach()[0, BLOCK * rank: BLOCK * (rank + 1)]
+    return f"its block of the shared model {shown(block)} (its steps alone: " \
+           f"{shown(result['alone'])})"
+
+
 def judge(world_size: int, outcome, given: dict) -> list:
     shared = given["model"].weight.detach()[0]
     replaced = [r for r, result in sorted(outcome.results.items()) if result["replaced"]]

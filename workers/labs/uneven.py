@@ -82,6 +82,10 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     return result
 
 
+def per_rank(rank: int, result: dict, given: dict) -> str:
+    return f"{result['steps']} steps, returned {result['returned']!r}"
+
+
 def judge(world_size: int, outcome, given: dict) -> list:
     shortest = min(given["counts"])
     steps = {rank: result["steps"] for rank, result in outcome.results.items()}

@@ -101,6 +101,10 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     return result
 
 
+def per_rank(rank: int, result: dict, given: dict) -> str:
+    return f"Adam state {result['state']} numbers"
+
+
 def largest_difference(weights, others) -> float:
     return max((a - b).abs().max().item() for a, b in zip(weights, others))
 
