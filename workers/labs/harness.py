@@ -164,7 +164,7 @@ def load_function(path: str, function: str):
 POINT_TO_POINT = {"isend": "dst", "irecv": "src", "send": "dst", "recv": "src"}
 COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
                "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "barrier",
-               "all_to_all", "all_to_all_single", "batch_isend_irecv", "monitored_barrier",
+               "all_to_all", "all_to_all_single", "monitored_barrier",
                "all_gather_object", "broadcast_object_list", "new_group", "new_subgroups")
 SENDS = ("isend", "send")
 RECEIVES = ("irecv", "recv")
@@ -237,8 +237,10 @@ class Calls:
         self._serial += 1
         serial = self._serial
         self.note(f"enter {serial} {text}")
-        yield
-        self.note(f"leave {serial}")
+        try:
+            yield
+        finally:  # a call that raised has ended too (the reader may catch the error)
+            self.note(f"leave {serial}")
 
     @contextmanager
     def reader(self):
@@ -310,7 +312,12 @@ class Calls:
             key = POINT_TO_POINT[name]
             peer = arguments.get(key)
             if peer is None and arguments.get(f"group_{key}") is not None:
-                peer = f"group rank {arguments[f'group_{key}']}"
+                peer = arguments[f"group_{key}"]  # a rank in ``group``: make it global
+                try:
+                    if group is not None:
+                        peer = dist.get_global_rank(group, peer)
+                except Exception:
+                    peer = f"group rank {peer}"
             record["peer"] = peer
             record["numel"] = tensor.numel() if tensor is not None else 0
             record["sent" if name in SENDS else "received"] = tensor_bytes(tensor)

@@ -92,7 +92,8 @@ def traffic_findings(world_size: int, outcome) -> list:
         sends = [c for c in result["calls"] if c["name"] in ("isend", "send")]
         receives = [c for c in result["calls"] if c["name"] in ("irecv", "recv")]
         fraction = sum(c["sent"] for c in sends) / result["bytes"]
-        said = (f"rank {rank} sent {fraction:.2f} of the tensor in {len(sends)} messages; "
+        said = (f"rank {rank} sent {fraction:.2f} of the tensor in {len(sends)} "
+                f"message{'s' * (len(sends) != 1)}; "
                 f"a ring sends 2(N-1)/N = {expected_fraction:.2f} of it in 2(N-1) = "
                 f"{expected_messages} messages of 1/N each")
         if sends and max(c["sent"] for c in sends) >= result["bytes"]:
