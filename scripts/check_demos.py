@@ -78,6 +78,13 @@ def workers_demo(chapter, *args, **expected) -> Demo:
     return Demo(chapter, f"workers.{chapter}", args, **expected)
 
 
+def lab_check(chapter, lab) -> Demo:
+    """A chapter's lab, checked on its reference solution (tests/labs/<lab>/)."""
+    return Demo(chapter, "workers.labs", ("check", lab, "--file",
+                                          f"tests/labs/{lab}/reference.py"),
+                output="PASSED: ")
+
+
 def under_torchrun(chapter, *args, module=None, **expected) -> Demo:
     module = module or f"workers.{chapter}"
     return Demo(chapter, TORCHRUN[0], (*TORCHRUN[1:], "-m", module, *args), **expected)
@@ -186,6 +193,11 @@ DEMOS = [
           "--steps", "8", "--checkpoint-every", "4", "--crash-at-step", "6",
           "--checkpoint-dir", SCRATCH), timeout=90),
     workers_demo("failures", "pitfalls", output="Unable to find address for"),
+    *[lab_check(chapter, lab) for chapter, lab in (
+        ("init_methods", "barrier"), ("collectives", "two_collectives"),
+        ("collectives", "ring"), ("process_groups", "pair_groups"),
+        ("ddp_mnist", "average_gradients"), ("ddp_internals", "comm_hook"),
+        ("sharding", "zero1"), ("hogwild", "hogwild"), ("failures", "uneven"))],
 ]
 
 
