@@ -161,7 +161,7 @@ DEMOS = [
     workers_demo("sharding", "offload",
                  output="error: .*(NVIDIA|CUDA)" if not torch.cuda.is_available()
                  else "sharded parameters kept on cpu"),
-    workers_demo("hogwild", "train", "--epochs", "1", "--threads", "1"),
+    workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),
     workers_demo("hogwild", "fd-limit", "--nofile", "64",
