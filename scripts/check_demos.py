@@ -102,7 +102,9 @@ DEMOS = [
     workers_demo("start_join", "daemon", "--processes", "2", "--seconds", "1"),
     workers_demo("start_join", "exit-codes"),
     workers_demo("start_join", "fail", returncode=1, output="rank 2 failed on purpose"),
+    workers_demo("start_join", "threads-or-processes", "--millions", "1", "--repeats", "1"),
     workers_demo("start_join", "orphans", "--timeout", "1"),
+    workers_demo("start_join", "orphans", "--daemon", "--kill-parent", "TERM"),
     workers_demo("start_methods", "startup", "--processes", "1"),
     workers_demo("start_methods", "inherit"),
     workers_demo("start_methods", "context"),
@@ -166,7 +168,7 @@ DEMOS = [
     workers_demo("sharding", "offload",
                  output="error: .*(NVIDIA|CUDA)" if not torch.cuda.is_available()
                  else "sharded parameters kept on cpu"),
-    workers_demo("hogwild", "train", "--epochs", "1", "--threads", "1"),
+    workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),
     workers_demo("hogwild", "fd-limit", "--nofile", "64",
