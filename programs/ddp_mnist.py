@@ -3,7 +3,6 @@ import os
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import datasets, transforms
 
@@ -16,7 +15,7 @@ def train(local_rank: int, args) -> None:  # called by mp.spawn, or once under t
     sampler = DistributedSampler(data, shuffle=True, seed=0)  # a 1/N share of one shuffle
     loader = DataLoader(data, batch_size=32, sampler=sampler, shuffle=False, drop_last=True)
     torch.manual_seed(0)  # the same initial weights under every launcher
-    model = DDP(torch.nn.Linear(28 * 28, 10))  # DDP copies rank 0's weights to every rank
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(28 * 28, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for epoch in range(2):
         sampler.set_epoch(epoch)  # else every epoch repeats epoch 0's order
@@ -28,6 +27,7 @@ def train(local_rank: int, args) -> None:  # called by mp.spawn, or once under t
         print(f"[rank {rank}] epoch {epoch}: loss {loss.item():.3f}", flush=True)
     if rank == 0:  # one writer; model.module: the weights without DDP's "module." prefix
         torch.save(model.module.state_dict(), "ddp_mnist.pt")
+    del model  # DDP goes before its group does: freed after it, it can hang at exit
     dist.barrier()  # no rank goes on (to load it, say) before the file is complete
     dist.destroy_process_group()
 
