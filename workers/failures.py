@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 
 import torch
@@ -62,6 +63,32 @@ def maybe_crash(rank: int, step: int, args, events: Events) -> None:
         if args.hang:
             time.sleep(3600)
         raise RuntimeError(f"rank 1 failed on purpose at step {step}")
+
+
+@contextmanager
+def timed_all_reduces(rank: int, events: Events):
+    """Record each ``dist.all_reduce`` of the block as a span, for the page's timeline:
+    beside the lesson, which calls torch.distributed itself."""
+    plain = dist.all_reduce
+
+    def timed(tensor, *args, **kwargs):
+        began, error = time.time(), None
+        try:
+            return plain(tensor, *args, **kwargs)
+        except RuntimeError as failure:
+            error = first_line(failure)
+            raise
+        finally:
+            fields = {"bytes": tensor.numel() * tensor.element_size()}
+            if error:
+                fields["error"] = error
+            events.emit(rank, "all_reduce", t=began, t_end=time.time(), **fields)
+
+    dist.all_reduce = timed
+    try:
+        yield
+    finally:
+        dist.all_reduce = plain
 
 
 def crash_with_bare_processes(job: Job, args) -> int:
@@ -201,7 +228,8 @@ def rank_main(rank: int, job: Job, args) -> None:
         # The scenarios' collectives run in a group of the same ranks with a short timeout.
         group = dist.new_group(timeout=timedelta(seconds=args.collective_timeout))
         if args.demo == "crash":
-            crash(rank, group, events, args)
+            with timed_all_reduces(rank, events):
+                crash(rank, group, events, args)
         elif args.demo == "timeout":
             never_arrives(rank, group, events, args.monitored, args.collective_timeout)
         elif args.demo == "mismatch":

@@ -15,7 +15,7 @@ from workers.labs.harness import Finding
 CHAPTER = "sharding"
 FUNCTION = "zero1_optimizer"
 ASKS = "a ZeRO-1 step: weights equal DDP's with Adam, Adam state 1/N per rank"
-REREAD = '"Part 2: ZeRO-1 and ZeRO-2, by hand" in the sharding chapter'
+REREAD = '"ZeRO by hand, and the book\'s worker" in the sharding chapter'
 PASSED = "is ZeRO-1: DDP's weights, 1/N of the Adam state per rank"
 WORLD_SIZES = (2, 3)  # the page runs 2 and 4 ranks
 GROUP = True
