@@ -198,8 +198,12 @@ status() {
     sinfo --Node --format="%N %T %c"
 }
 
+job_state() {  # PENDING (Resources), RUNNING, ...: a job's state and why
+    squeue --noheader --jobs="$1" --format='%T (%r)' 2>/dev/null || echo unknown
+}
+
 run_job() {
-    local job=$1 started_here=0 jobid output state code tail_pid
+    local job=$1 started_here=0 jobid output state code tail_pid waited
     shift
     [[ -f $job ]] || job=$root/$job  # a path from here, or from the clone's root
     [[ -f $job ]] || fail "no job script $job"
@@ -214,13 +218,19 @@ run_job() {
         || { (( started_here )) && stop >/dev/null; exit 1; }
     jobid=${jobid%%;*}
     # interrupted (Ctrl-C, or a notebook's timeout, which allows 3 s): end it all at once
-    trap 'if (( started_here )); then stop now; else scancel "$jobid"; fi; exit 143' TERM INT
+    trap 'say "interrupted while job $jobid was $(job_state "$jobid")"
+          if (( started_here )); then stop now; else scancel "$jobid"; fi; exit 143' TERM INT
     say "submitted job $jobid: $(sinfo --noheader --format='%D nodes (%N), %c CPUs each')"
     output=$(scontrol show job "$jobid" | sed -n 's/^ *StdOut=//p')
     tail -n +1 -F "$output" 2>/dev/null &  # the job's output while it is written
     tail_pid=$!
+    waited=0
     while [[ -n $(squeue --noheader --jobs="$jobid" --format=%i 2>/dev/null) ]]; do
         sleep 0.2
+        if (( ++waited == 150 )) && [[ $(job_state "$jobid") == PENDING* ]]; then
+            say "job $jobid is still $(job_state "$jobid") after 30 s; the nodes:" \
+                "$(sinfo --noheader --Node --format='%N %T %E' | paste -sd';')" >&2
+        fi
     done
     sleep 0.3  # tail's last lines
     kill "$tail_pid" 2>/dev/null

@@ -92,7 +92,7 @@ def roles_of(kind: str, leader: psutil.Process) -> dict[str, psutil.Process]:
                  "resource tracker": tracker[0] if tracker else None}
     if len(ranks) < 2 or None in found.values():
         return {}
-    ranks.sort(key=lambda process: process.create_time())
+    ranks.sort(key=lambda process: (process.create_time(), process.pid))  # forked in order
     return {**found, "rank": ranks[-1]}
 
 
