@@ -29,7 +29,8 @@ def test_a_view_costs_no_bytes_of_its_own():
 def test_every_strategy_equals_ddp_and_holds_what_the_padded_formulas_say():
     n = 3  # one job: the formulas below hold for any n (2 and 4 pad too, the same way)
     result = quiet_run("workers.sharding", "compare", "--world-size", str(n), "--width",
-                       str(WIDTH), "--depth", str(DEPTH), "--steps", "3", "--dtype", "float64")
+                       str(WIDTH), "--depth", str(DEPTH), "--steps", "3", "--dtype", "float64",
+                       timeout=180)  # 3 ranks, 7 strategies: slow on a busy machine
     records = {(e["rank"], e["name"]): e for e in result.events_named("strategy")}
     assert len(records) == 7 * n
     padded = DEPTH * n * math.ceil(LAYER / n)  # the flat buffers, padded to n equal parts
