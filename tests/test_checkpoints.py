@@ -54,9 +54,9 @@ def test_an_elastic_restart_ends_like_an_uninterrupted_run(tmp_path):
                "--checkpoint-every", "4")
     env = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}  # what the chapter says to set
     interrupted = quiet_run(*TORCHRUN, "--max-restarts", "1", *elastic, "--checkpoint-dir",
-                            str(restarted), "--crash-at-step", "6", timeout=120, env=env)
+                            str(restarted), "--crash-at-step", "6", timeout=240, env=env)
     straight = quiet_run(*TORCHRUN, *elastic, "--checkpoint-dir", str(plain),
-                         "--crash-at-step", "1000", timeout=120, env=env)
+                         "--crash-at-step", "1000", timeout=240, env=env)
     assert [e["step"] for e in interrupted.events_named("resumed")] == [4, 4]
     finished = {(e["rank"], e["step"], e["attempt"])
                 for e in interrupted.events_named("finished")}
