@@ -69,33 +69,38 @@ def gpipe_step(stage: nn.Module, inputs, targets, micro_batches: int, record) ->
     context manager that times a block of computation (the caller's instrumentation)."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
     first, last = rank == 0, rank == world_size - 1
-    kept = []  # each micro-batch's input and output, kept for its backward
+    kept, sending = [], []  # each micro-batch's input and output, kept for its backward
     for micro_batch, (x, y) in enumerate(zip(inputs.chunk(micro_batches),
                                              targets.chunk(micro_batches))):
         if not first:
             x = torch.empty(x.shape).requires_grad_()
-            dist.recv(x.data, rank - 1)
+            with record("waiting", micro_batch):
+                dist.recv(x.data, rank - 1)
         with record("forward", micro_batch):
             out = stage(x)
             if last:
                 out = loss_fn(out, y) / micro_batches  # the whole batch's mean loss
-        if not last:
-            dist.send(out.detach(), rank + 1)
+        if not last:  # isend: go on with the next micro-batch while this one travels
+            sending.append(dist.isend(out.detach(), rank + 1))
         kept.append((x, out))
     for micro_batch, (x, out) in enumerate(kept):
         grad = None
         if not last:
             grad = torch.empty(out.shape)
-            dist.recv(grad, rank + 1)
+            with record("waiting", micro_batch):
+                dist.recv(grad, rank + 1)
         with record("backward", micro_batch):
             out.backward(grad)  # the gradients of all micro-batches add up
         if not first:
-            dist.send(x.grad, rank - 1)
+            sending.append(dist.isend(x.grad, rank - 1))
+    for work in sending:  # every tensor sent has arrived before the step ends
+        work.wait()
 
 
 def span_of(events: Events, rank: int, fields: dict, kind: str, micro_batch: int):
     """A recorded span of computation: the instrumentation ``gpipe_step`` is given."""
-    return events.span(rank, kind, micro_batch=micro_batch, stage=rank, **fields)
+    waiting = {"queued": True} if kind == "waiting" else {}
+    return events.span(rank, kind, micro_batch=micro_batch, stage=rank, **fields, **waiting)
 
 
 def gpipe(rank: int, args, events: Events) -> None:
@@ -243,13 +248,13 @@ def command_line() -> Parser:
     library.add_argument("--schedules", nargs="+", choices=SCHEDULES,
                          default=list(SCHEDULES), metavar="NAME",
                          help=f"which (default all: {' '.join(SCHEDULES)})")
-    for demo, layers in ((by_hand, 4), (library, 8)):
-        demo.add_argument("--layers", type=positive_int, default=layers,
-                          help=f"linear layers of the model (default {layers})")
-        demo.add_argument("--width", type=positive_int, default=256,
-                          help="features of each layer (default 256)")
-        demo.add_argument("--micro-batch-size", type=positive_int, default=64,
-                          help="rows of each micro-batch (default 64)")
+    for demo in (by_hand, library):
+        demo.add_argument("--layers", type=positive_int, default=8,
+                          help="linear layers of the model (default 8)")
+        demo.add_argument("--width", type=positive_int, default=512,
+                          help="features of each layer (default 512)")
+        demo.add_argument("--micro-batch-size", type=positive_int, default=128,
+                          help="rows of each micro-batch (default 128)")
         demo.add_argument("--repeats", type=positive_int, default=3,
                           help="training steps recorded for each setting (default 3)")
         add_job_options(demo)
