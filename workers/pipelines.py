@@ -202,11 +202,12 @@ def schedules(rank: int, args, device, events: Events) -> None:
     model = tower(args.width, args.layers)
     expected = dict(zip(model.parameters(), reference_gradients(model, inputs, targets)))
     for name in args.schedules:
+        fields = {"schedule": name}  # the recorded stages add these to every event
+        stage_class = recorded_stage_class(rank, events, fields)
+        stages, schedule = build_schedule(name, model, args, device, stage_class)
         for repeat in range(args.repeats):
+            fields["repeat"] = repeat
             model.zero_grad()
-            fields = {"schedule": name, "repeat": repeat}
-            stage_class = recorded_stage_class(rank, events, fields)
-            stages, schedule = build_schedule(name, model, args, device, stage_class)
             dist.barrier()
             with events.span(rank, "step", **fields):
                 train_step(schedule, stages, inputs.to(device), targets.to(device))
