@@ -73,7 +73,7 @@ def gpipe_step(stage: nn.Module, inputs, targets, micro_batches: int, record) ->
     for micro_batch, (x, y) in enumerate(zip(inputs.chunk(micro_batches),
                                              targets.chunk(micro_batches))):
         if not first:
-            x = torch.empty(x.shape).requires_grad_()
+            x = torch.empty_like(x).requires_grad_()
             with record("waiting", micro_batch):
                 dist.recv(x.data, rank - 1)
         with record("forward", micro_batch):
@@ -86,7 +86,7 @@ def gpipe_step(stage: nn.Module, inputs, targets, micro_batches: int, record) ->
     for micro_batch, (x, out) in enumerate(kept):
         grad = None
         if not last:
-            grad = torch.empty(out.shape)
+            grad = torch.empty_like(out)
             with record("waiting", micro_batch):
                 dist.recv(grad, rank + 1)
         with record("backward", micro_batch):
@@ -103,16 +103,16 @@ def span_of(events: Events, rank: int, fields: dict, kind: str, micro_batch: int
     return events.span(rank, kind, micro_batch=micro_batch, stage=rank, **fields, **waiting)
 
 
-def gpipe(rank: int, args, events: Events) -> None:
+def gpipe(rank: int, args, device, events: Events) -> None:
     """GPipe by hand for each number of micro-batches, ``--repeats`` times each."""
     world_size = dist.get_world_size()
     torch.manual_seed(0)
-    model = tower(args.width, args.layers)
+    model = tower(args.width, args.layers).to(device)
     mine = layers_of(rank, world_size, args.layers)
     stage = model[mine]
     for micro_batches in args.micro_batches:
         args.micro_batches_now = micro_batches
-        inputs, targets = batch(args)
+        inputs, targets = (tensor.to(device) for tensor in batch(args))
         for repeat in range(args.repeats):
             stage.zero_grad()
             dist.barrier()  # every rank starts the step together
@@ -197,9 +197,9 @@ def recorded_stage_class(rank: int, events: Events, fields: dict):
 def schedules(rank: int, args, device, events: Events) -> None:
     """Each schedule: ``--repeats`` recorded training steps, then the gradients checked."""
     args.micro_batches_now = args.micro_batches
-    inputs, targets = batch(args)
+    inputs, targets = (tensor.to(device) for tensor in batch(args))
     torch.manual_seed(0)
-    model = tower(args.width, args.layers)
+    model = tower(args.width, args.layers).to(device)
     expected = dict(zip(model.parameters(), reference_gradients(model, inputs, targets)))
     for name in args.schedules:
         fields = {"schedule": name}  # the recorded stages add these to every event
@@ -210,7 +210,7 @@ def schedules(rank: int, args, device, events: Events) -> None:
             model.zero_grad()
             dist.barrier()
             with events.span(rank, "step", **fields):
-                train_step(schedule, stages, inputs.to(device), targets.to(device))
+                train_step(schedule, stages, inputs, targets)
         held = [p for stage in stages for p in stage.submod.parameters()]
         difference = max((p.grad - expected[p]).abs().max().item() for p in held)
         events.emit(rank, "checked", schedule=name, difference=difference,
@@ -229,7 +229,7 @@ def rank_main(rank: int, job: Job, args) -> None:
     events = Events(args.events)
     with joined(job, rank) as device:
         if args.demo == "gpipe":
-            gpipe(rank, args, events)
+            gpipe(rank, args, device, events)
         else:
             schedules(rank, args, device, events)
 
