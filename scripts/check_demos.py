@@ -36,6 +36,7 @@ TORCHRUN = ("torch.distributed.run", "--standalone", "--nproc-per-node", "2")
 SCRATCH = "{scratch}"  # replaced by an empty folder of the demo's own
 SMALL_MNIST = ("--epochs", "1", "--train-images", "400")
 SMALL_TOWER = ("--width", "256", "--depth", "4", "--steps", "2")
+SMALL_PIPELINE = ("--width", "128", "--micro-batch-size", "16", "--repeats", "1")
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ DEMOS = [
     workers_demo("sharding", "mistakes",
                  output=r"pin_memory=True\): error: .*(NVIDIA|CUDA)"
                  if not torch.cuda.is_available() else "sharded parameters kept on cpu"),
+    workers_demo("pipelines", "gpipe", "--micro-batches", "1", "4", *SMALL_PIPELINE),
+    workers_demo("pipelines", "schedules", *SMALL_PIPELINE),
     workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),

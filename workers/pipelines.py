@@ -1,0 +1,283 @@
+"""Pipelines: a model's layers split over ranks, micro-batches flowing through them. GPipe
+written by hand with send/recv and its bubble measured, then torch.distributed.pipelining's
+schedules, each checked against one process.
+
+    python -m workers.pipelines gpipe
+    python -m workers.pipelines gpipe --world-size 4 --micro-batches 2 8
+    python -m workers.pipelines schedules
+    python -m workers.pipelines schedules --schedules GPipe 1F1B --micro-batches 8
+    torchrun --standalone --nproc-per-node 2 -m workers.pipelines gpipe
+
+``gpipe`` runs one training step per number of micro-batches, several times each, and
+records when every rank ran each micro-batch's forward and backward; the page measures the
+time each rank sat idle (the bubble) against (stages - 1) / (micro-batches + stages - 1).
+``schedules`` runs the same model under each schedule of ``torch.distributed.pipelining``
+and records every forward and backward the schedule ran. Both check every stage's
+gradients against one process that runs the whole model on the whole batch.
+"""
+
+import sys
+from functools import partial
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from workers.job import Job, add_job_options, job_from_args, joined, run_ranks, share_cores
+from workers.ranks import Events, Parser, add_common_options, open_events, positive_int, say
+
+# --- the model and its stages ------------------------------------------------------------
+
+
+def tower(width: int, layers: int) -> nn.Sequential:
+    """``layers`` square linear layers with a ReLU after each: the model to split."""
+    return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU())
+                           for _ in range(layers)])
+
+
+def layers_of(stage: int, stages: int, layers: int) -> slice:
+    """The layers stage ``stage`` of ``stages`` holds: an equal share, in order."""
+    return slice(stage * layers // stages, (stage + 1) * layers // stages)
+
+
+def loss_fn(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return nn.functional.mse_loss(outputs, targets)
+
+
+def batch(args) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole batch: ``micro_batches`` micro-batches of ``micro_batch_size`` rows."""
+    generator = torch.Generator().manual_seed(1)
+    rows = args.micro_batch_size * args.micro_batches_now
+    return (torch.randn(rows, args.width, generator=generator),
+            torch.randn(rows, args.width, generator=generator))
+
+
+def reference_gradients(model: nn.Sequential, inputs, targets) -> list[torch.Tensor]:
+    """One process, the whole model on the whole batch: the gradients to match."""
+    model.zero_grad()
+    loss_fn(model(inputs), targets).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+# --- GPipe by hand -----------------------------------------------------------------------
+
+
+def gpipe_step(stage: nn.Module, inputs, targets, micro_batches: int, record) -> None:
+    """One GPipe training step of this rank's ``stage``: every micro-batch forward, then
+    every micro-batch backward. Activations come from the rank before and go to the rank
+    after; gradients of them go back the other way. ``record(kind, micro_batch)`` gives a
+    context manager that times a block of computation (the caller's instrumentation)."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world_size - 1
+    kept, sending = [], []  # each micro-batch's input and output, kept for its backward
+    for micro_batch, (x, y) in enumerate(zip(inputs.chunk(micro_batches),
+                                             targets.chunk(micro_batches))):
+        if not first:
+            x = torch.empty_like(x).requires_grad_()
+            with record("waiting", micro_batch):
+                dist.recv(x.data, rank - 1)
+        with record("forward", micro_batch):
+            out = stage(x)
+            if last:
+                out = loss_fn(out, y) / micro_batches  # the whole batch's mean loss
+        if not last:  # isend: go on with the next micro-batch while this one travels
+            sending.append(dist.isend(out.detach(), rank + 1))
+        kept.append((x, out))
+    for micro_batch, (x, out) in enumerate(kept):
+        grad = None
+        if not last:
+            grad = torch.empty_like(out)
+            with record("waiting", micro_batch):
+                dist.recv(grad, rank + 1)
+        with record("backward", micro_batch):
+            out.backward(grad)  # the gradients of all micro-batches add up
+        if not first:
+            sending.append(dist.isend(x.grad, rank - 1))
+    for work in sending:  # every tensor sent has arrived before the step ends
+        work.wait()
+
+
+def span_of(events: Events, rank: int, fields: dict, kind: str, micro_batch: int):
+    """A recorded span of computation: the instrumentation ``gpipe_step`` is given."""
+    waiting = {"queued": True} if kind == "waiting" else {}
+    return events.span(rank, kind, micro_batch=micro_batch, stage=rank, **fields, **waiting)
+
+
+def gpipe(rank: int, args, device, events: Events) -> None:
+    """GPipe by hand for each number of micro-batches, ``--repeats`` times each."""
+    world_size = dist.get_world_size()
+    torch.manual_seed(0)
+    model = tower(args.width, args.layers).to(device)
+    mine = layers_of(rank, world_size, args.layers)
+    stage = model[mine]
+    for micro_batches in args.micro_batches:
+        args.micro_batches_now = micro_batches
+        inputs, targets = (tensor.to(device) for tensor in batch(args))
+        for repeat in range(args.repeats):
+            stage.zero_grad()
+            dist.barrier()  # every rank starts the step together
+            record = partial(span_of, events, rank,
+                             {"micro_batches": micro_batches, "repeat": repeat})
+            gpipe_step(stage, inputs, targets, micro_batches, record)
+        ours = [p.grad.clone() for p in stage.parameters()]
+        expected = reference_gradients(model, inputs, targets)[2 * mine.start:2 * mine.stop]
+        difference = max((a - b).abs().max().item() for a, b in zip(ours, expected))
+        events.emit(rank, "checked", micro_batches=micro_batches, difference=difference)
+        say(rank, f"layers {mine.start}-{mine.stop - 1}, {micro_batches} micro-batches x "
+                  f"{args.repeats}: largest difference from one process {difference:.1e}")
+
+
+# --- torch.distributed.pipelining --------------------------------------------------------
+
+SCHEDULES = ("GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble")
+
+
+def schedule_class(name: str):
+    from torch.distributed import pipelining
+
+    return getattr(pipelining, f"Schedule{name}")
+
+
+def stages_per_rank(name: str) -> int:
+    """Interleaved schedules give each rank several stages (here two); the others one."""
+    return 2 if name.startswith("Interleaved") else 1
+
+
+def build_schedule(name: str, model: nn.Sequential, args, device, stage_class=None):
+    """This rank's stages of ``model`` and the schedule that runs them: rank r holds stages
+    r, r + N, r + 2N, ... of ``N x stages_per_rank`` (looping through the ranks)."""
+    from torch.distributed.pipelining import PipelineStage
+
+    stage_class = stage_class or PipelineStage
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    count = world_size * stages_per_rank(name)
+    stages = [stage_class(model[layers_of(index, count, args.layers)], index, count, device)
+              for index in range(rank, count, world_size)]
+    schedule = schedule_class(name)
+    if stages_per_rank(name) == 1:
+        return stages, schedule(stages[0], n_microbatches=args.micro_batches_now,
+                                loss_fn=loss_fn)
+    return stages, schedule(stages, n_microbatches=args.micro_batches_now, loss_fn=loss_fn)
+
+
+def train_step(schedule, stages, inputs, targets) -> None:
+    """One step: the first stage feeds the inputs, the last gets the targets; every rank
+    calls step(), which runs this rank's part of the schedule."""
+    first = any(stage.is_first for stage in stages)
+    last = any(stage.is_last for stage in stages)
+    schedule.step(*([inputs] if first else []), target=targets if last else None)
+
+
+def recorded_stage_class(rank: int, events: Events, fields: dict):
+    """A PipelineStage that records each forward and backward it runs (instrumentation,
+    beside the lesson code): the schedule calls these three methods for its actions."""
+    from torch.distributed.pipelining import PipelineStage
+
+    class RecordedStage(PipelineStage):
+        def forward_one_chunk(self, chunk, *args, **kwargs):
+            with events.span(rank, "forward", micro_batch=chunk, stage=self.stage_index,
+                             **fields):
+                return super().forward_one_chunk(chunk, *args, **kwargs)
+
+        def backward_one_chunk(self, chunk, *args, **kwargs):
+            full = kwargs.get("full_backward", args[1] if len(args) > 1 else True)
+            kind = "backward" if full else "backward (inputs)"
+            with events.span(rank, kind, micro_batch=chunk, stage=self.stage_index,
+                             **fields):
+                return super().backward_one_chunk(chunk, *args, **kwargs)
+
+        def backward_weight_one_chunk(self, chunk, *args, **kwargs):
+            with events.span(rank, "backward (weights)", micro_batch=chunk,
+                             stage=self.stage_index, **fields):
+                return super().backward_weight_one_chunk(chunk, *args, **kwargs)
+
+    return RecordedStage
+
+
+def schedules(rank: int, args, device, events: Events) -> None:
+    """Each schedule: ``--repeats`` recorded training steps, then the gradients checked."""
+    args.micro_batches_now = args.micro_batches
+    inputs, targets = (tensor.to(device) for tensor in batch(args))
+    torch.manual_seed(0)
+    model = tower(args.width, args.layers).to(device)
+    expected = dict(zip(model.parameters(), reference_gradients(model, inputs, targets)))
+    for name in args.schedules:
+        fields = {"schedule": name}  # the recorded stages add these to every event
+        stage_class = recorded_stage_class(rank, events, fields)
+        stages, schedule = build_schedule(name, model, args, device, stage_class)
+        for repeat in range(args.repeats):
+            fields["repeat"] = repeat
+            model.zero_grad()
+            dist.barrier()
+            with events.span(rank, "step", **fields):
+                train_step(schedule, stages, inputs, targets)
+        held = [p for stage in stages for p in stage.submod.parameters()]
+        difference = max((p.grad - expected[p]).abs().max().item() for p in held)
+        events.emit(rank, "checked", schedule=name, difference=difference,
+                    stages=[stage.stage_index for stage in stages])
+        say(rank, f"{name}: stages {[stage.stage_index for stage in stages]}, "
+                  f"largest difference from one process {difference:.1e}")
+
+
+# --- the job -----------------------------------------------------------------------------
+
+PRELOAD = ("torch.distributed.pipelining",)
+
+
+def rank_main(rank: int, job: Job, args) -> None:
+    share_cores(job.world_size)
+    events = Events(args.events)
+    with joined(job, rank) as device:
+        if args.demo == "gpipe":
+            gpipe(rank, args, device, events)
+        else:
+            schedules(rank, args, device, events)
+
+
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.pipelines",
+                    description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    by_hand = demos.add_parser("gpipe", help="GPipe by hand with send/recv: the bubble")
+    library = demos.add_parser("schedules",
+                               help="torch.distributed.pipelining's schedules, recorded")
+    by_hand.add_argument("--micro-batches", type=positive_int, nargs="+",
+                         default=[1, 2, 4, 8], metavar="M",
+                         help="numbers of micro-batches to run (default 1 2 4 8)")
+    library.add_argument("--micro-batches", type=positive_int, default=4,
+                         metavar="M", help="micro-batches per step (default 4)")
+    library.add_argument("--schedules", nargs="+", choices=SCHEDULES,
+                         default=list(SCHEDULES), metavar="NAME",
+                         help=f"which (default all: {' '.join(SCHEDULES)})")
+    for demo in (by_hand, library):
+        demo.add_argument("--layers", type=positive_int, default=8,
+                          help="linear layers of the model (default 8)")
+        demo.add_argument("--width", type=positive_int, default=512,
+                          help="features of each layer (default 512)")
+        demo.add_argument("--micro-batch-size", type=positive_int, default=128,
+                          help="rows of each micro-batch (default 128)")
+        demo.add_argument("--repeats", type=positive_int, default=3,
+                          help="training steps recorded for each setting (default 3)")
+        add_job_options(demo)
+        add_common_options(demo, timeout=60)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = command_line()
+    args = parser.parse_args(argv)
+    open_events(args.events)
+    job = job_from_args(parser, args, least=2)
+    stages = job.world_size * max(stages_per_rank(name) for name in
+                                  getattr(args, "schedules", ["GPipe"]))
+    if stages > args.layers:
+        parser.error(f"{stages} stages need at least {stages} layers, got --layers "
+                     f"{args.layers}")
+    if args.demo == "schedules" and args.micro_batches < job.world_size:
+        parser.error(f"a schedule needs at least as many micro-batches as ranks "
+                     f"({job.world_size}), got {args.micro_batches}")
+    return run_ranks(job, rank_main, args, preload=PRELOAD)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
