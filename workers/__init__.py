@@ -28,6 +28,8 @@ PRELOADS = {
     "ddp_internals": ("torchvision", "workers.mnist", "torch._dynamo"),
     "hogwild": ("workers.mnist", "torch._dynamo"),
     "sharding": ("torch._dynamo", "torch.distributed.fsdp", "torch.distributed.checkpoint"),
+    "checkpoints": ("torch._dynamo", "torch.distributed.fsdp",
+                    "torch.distributed.checkpoint"),
     "pipelines": ("torch.distributed.pipelining",),
 }
 

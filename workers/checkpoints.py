@@ -208,7 +208,7 @@ def maybe_crash(rank: int, attempt: int, step: int, args, events: Events) -> Non
 # --- the job -----------------------------------------------------------------------------
 
 DEMOS = {"save": save_demo, "load": load_demo}
-PRELOAD = PRELOADS["sharding"]  # the same imports as the sharding chapter's ranks
+PRELOAD = PRELOADS["checkpoints"]  # the same imports as the sharding chapter's ranks
 # elastic builds an optimizer, and the first optimizer imports torch._dynamo: each rank
 # imports it before it joins the group (workers.ranks.import_modules says why)
 ELASTIC_IMPORTS = ("torch._dynamo",)
