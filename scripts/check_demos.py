@@ -125,7 +125,7 @@ DEMOS = [
     workers_demo("init_methods", "pitfalls", output="Unable to find address for"),
     workers_demo("init_methods", "benchmark", "--world-sizes", "1", "2", "--repeats", "1"),
     workers_demo("collectives", "p2p", "--world-size", "3"),
-    workers_demo("collectives", "collectives", "--world-size", "3"),
+    workers_demo("collectives", "collectives", "--world-size", "3", "--roots", "0", "2"),
     workers_demo("collectives", "collectives", "--world-size", "1", "--backend", "nccl",
                  gpus=1),
     workers_demo("collectives", "ring", "--world-size", "3", "--numel", "65536"),

@@ -23,14 +23,13 @@ def by_rank(result, name: str, **match) -> dict[int, dict]:
     return {e["rank"]: e for e in records}
 
 
-def check_every_collective(result, n: int) -> None:
-    """Each collective's result on every rank against its definition; a collective the
-    backend refused must be refused on every rank (and the basic ones never are)."""
+def check_every_collective(result, n: int, roots=(0,)) -> None:
+    """Each collective's result on every rank against its definition (those with a root from
+    each root); a collective the backend refused must be refused on every rank (and the basic
+    ones never are)."""
     x = {r: start(r, n) for r in range(n)}
     column_sums = [sum(x[r][i] for r in range(n)) for i in range(n)]
     expected = {
-        "broadcast": lambda r: x[0],
-        "scatter": lambda r: [x[0][r]],
         "all_gather": lambda r: [v for s in range(n) for v in x[s]],
         "all_gather_single": lambda r: [v for s in range(n) for v in x[s]],
         "reduce_scatter": lambda r: [column_sums[r]],
@@ -49,9 +48,15 @@ def check_every_collective(result, n: int) -> None:
             continue
         for r in range(n):
             assert records[r]["after"] == definition(r), (name, r)
-    assert by_rank(result, "gather")[0]["after"] == [x[s][0] for s in range(n)]
-    assert by_rank(result, "reduce")[0]["after"] == column_sums
-    assert all(e["after"] is None for r, e in by_rank(result, "gather").items() if r)
+    for root in roots:
+        assert all(e["after"] == x[root] for e in by_rank(result, "broadcast", root=root).values())
+        assert all(e["after"] == [x[root][r]]
+                   for r, e in by_rank(result, "scatter", root=root).items())
+        for name, on_root in (("gather", [x[s][0] for s in range(n)]), ("reduce", column_sums)):
+            records = by_rank(result, name, root=root)
+            assert sorted(records) == list(range(n)), name
+            assert records[root]["after"] == on_root, (name, root)
+            assert all(e["after"] is None for r, e in records.items() if r != root), name
     floats = [start(r, n) for r in range(n)]
     ints = [[1 << r, r + 1] for r in range(n)]
     reduced = {
@@ -85,8 +90,10 @@ def check_every_collective(result, n: int) -> None:
 
 @pytest.mark.parametrize("n", [1, 8])
 def test_every_collective_matches_its_definition(n):
-    check_every_collective(quiet_run("workers.collectives", "collectives", "--world-size", str(n)),
-                           n)
+    roots = sorted({0, n // 2, n - 1})  # the page uses 0 and the last rank only
+    result = quiet_run("workers.collectives", "collectives", "--world-size", str(n), "--roots",
+                       *map(str, roots))
+    check_every_collective(result, n, roots)
 
 
 def test_every_collective_under_torchrun():
@@ -139,6 +146,7 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
         (["collectives", "--world-size", "65"], ["at most 64 ranks"]),
         (["collectives", "--backend", "mpi"], ["invalid choice: 'mpi'"]),
         (["bandwidth", "--sizes", "1023"], ["multiples of 4"]),
+        (["collectives", "--world-size", "2", "--roots", "2"], ["--roots", "0 to 1"]),
         (["p2p", "--numel", "5"], ["unrecognized arguments: --numel"]),
         (["teleport"], ["invalid choice: 'teleport'"]),
     ],
