@@ -1,4 +1,4 @@
-"""Point-to-point and collective calls on 4 ranks; each prints what it holds.
+"""Point-to-point and collective calls on 3 ranks; each prints what it holds.
 
     python programs/collectives.py
     torchrun --standalone --nproc-per-node 2 programs/collectives.py
@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 
 def main(rank: int, n: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=n)
-    x = torch.arange(n, dtype=torch.float32) + 10 * (rank + 1)  # [20, 21, ...]
+    x = torch.arange(n, dtype=torch.float32) + 10 * (rank + 1)  # rank 0: [10, 11, 12]
     got = torch.zeros(n)
     if rank == 0:
         dist.send(x, dst=1)  # point-to-point: to rank 1 only
@@ -41,4 +41,4 @@ if __name__ == "__main__":
     if "RANK" in os.environ:  # started by torchrun as one rank
         main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
     else:
-        mp.spawn(main, args=(4,), nprocs=4)
+        mp.spawn(main, args=(3,), nprocs=3)
