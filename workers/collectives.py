@@ -254,7 +254,7 @@ def every_collective(rank: int, n: int, device, events: Events, roots=(0,)) -> N
     for collective in (broadcast_object_list, all_gather_object):
         recorded(events, rank, collective, x, None)
         count += 1
-    say(rank, f"recorded {count} operations; all_reduce SUM gave {summed}")
+    say(rank, f"recorded {count} operations; all_reduce SUM gave {listed(summed)}")
     events.emit(rank, "summary", operations=count, all_reduce_sum=listed(summed))
 
 
