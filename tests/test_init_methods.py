@@ -1,6 +1,6 @@
 """workers.init_methods beyond what its chapter runs: every route for world sizes the page does
 not use, the file-backed store, --port honoured by the first job, a missing rank on the other
-routes, each demo's --help, and bad input."""
+routes, the benchmark's jobs (one per repeat), each demo's --help, and bad input."""
 
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ def test_a_missing_rank_fails_within_the_timeout_on_the_other_routes():
     [
         ("join", {"--method", "--store", "--world-size", "--address", "--port", "--file",
                   "--events", "--timeout"}),
-        ("benchmark", {"--methods", "--world-sizes", "--events", "--timeout"}),
+        ("benchmark", {"--methods", "--world-sizes", "--repeats", "--events", "--timeout"}),
         ("leftover-file", {"--file", "--events", "--timeout"}),
+        ("pitfalls", {"--events", "--timeout"}),
     ],
 )
 def test_each_demo_documents_only_its_own_options(demo, options, capsys):
@@ -71,6 +72,8 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
         (["join", "--file", "/proc/no/store"], ["--file", "cannot create a file in /proc/no"]),
         (["missing-rank", "--world-size", "1"], ["at least 2"]),
         (["store", "--file", "x"], ["unrecognized arguments: --file"]),
+        (["pitfalls", "--world-size", "3"], ["unrecognized arguments: --world-size"]),
+        (["benchmark", "--repeats", "0"], ["--repeats", "must be at least 1"]),
     ],
 )
 def test_bad_input_gets_one_clear_line(args, fragments, capsys):
@@ -105,3 +108,14 @@ def test_unreachable_address_is_refused(capsys):
     completed = cli_in_process("workers.init_methods", "join", "--address", "192.0.2.1",
                                capsys=capsys)
     assert_one_line_error(completed, "--address", "cannot bind")
+
+
+def test_the_benchmark_times_one_rendezvous_per_route_and_repeat():
+    result = quiet_run("workers.init_methods", "benchmark", "--methods", "env", "file",
+                       "--world-sizes", "3", "--repeats", "2")
+    jobs = {}
+    for e in result.events_named("init_process_group"):
+        jobs.setdefault((e["method"], e["job"]), []).append(e["rank"])
+    # two jobs per route, each joined by all three ranks, each on its own port and file
+    assert sorted(method for method, _ in jobs) == ["env", "env", "file", "file"]
+    assert all(sorted(ranks) == [0, 1, 2] for ranks in jobs.values())

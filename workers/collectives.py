@@ -6,9 +6,10 @@
     python -m workers.collectives bandwidth --world-size 2
     torchrun --standalone --nproc-per-node 4 -m workers.collectives collectives
 
-Every rank starts with a small tensor that says which rank it came from; each operation's
-tensors are recorded before and after, on every rank, so the page can draw and check them.
-An operation the backend does not support is recorded with its error, not a crash.
+Every rank starts with a small tensor that says which rank it came from. Each collective is
+a plain function of this rank's tensor; ``recorded`` runs it and records the tensors before
+and after, on every rank, so the page can draw and check them. An operation the backend
+does not support is recorded with its error, not a crash.
 """
 
 from __future__ import annotations
@@ -39,13 +40,6 @@ from workers.ranks import (
     say,
 )
 
-# PyTorch 2.14 renamed the single-tensor collectives: all_gather_into_tensor became
-# all_gather_single, reduce_scatter_tensor became reduce_scatter_single (the old names
-# still work, with a FutureWarning). On older releases only the old names exist.
-all_gather_single = (getattr(dist, "all_gather_single", None)
-                     or dist.all_gather_into_tensor)
-reduce_scatter_single = (getattr(dist, "reduce_scatter_single", None)
-                         or dist.reduce_scatter_tensor)
 UNSUPPORTED = (RuntimeError, ValueError, NotImplementedError)  # how a backend says "not me"
 
 
@@ -54,27 +48,12 @@ def start_values(rank: int, world_size: int, device) -> torch.Tensor:
     return torch.arange(world_size, dtype=torch.float32, device=device) + 10 * (rank + 1)
 
 
-def recorded(events: Events, rank: int, name: str, before, operation, **fields) -> None:
-    """Run one operation; record its tensors before and after, and how long it took.
-
-    An operation this backend does not support is recorded with its error instead, and
-    rank 0 says so.
-    """
-    with events.span(rank, name, before=before, **fields) as record:
-        try:
-            record["after"], record["error"] = operation(), None
-        except UNSUPPORTED as error:
-            release = torch.__version__.split("+")[0]
-            why = f"not supported by {dist.get_backend()} in torch {release}"
-            record["after"], record["error"] = None, f"{why}: {first_line(error)}"
-            if rank == 0:
-                say(rank, f"{name} {fields.get('op', '')}".strip() + f": {why}")
-
-
 # --- point-to-point -----------------------------------------------------------------------
 
 
-def p2p(rank: int, world_size: int, device, events: Events) -> None:
+def p2p(rank: int, world_size: int, device) -> dict:
+    """send/recv, isend/irecv and a token round a ring; returns what this rank measured."""
+    measured = {}
     # Blocking: recv() returns only once the matching send() has delivered.
     if rank == 0:
         time.sleep(0.5)  # rank 1 is already waiting in recv()
@@ -82,175 +61,201 @@ def p2p(rank: int, world_size: int, device, events: Events) -> None:
         say(rank, "send(42) to rank 1 after sleeping 0.5 s")
     elif rank == 1:
         box = torch.zeros(1, device=device)
-        with events.span(rank, "recv") as record:
-            dist.recv(box, src=0)
-            record["value"] = box.item()
-        say(rank, f"recv() returned {box.item():g} after blocking for rank 0")
+        begin = time.perf_counter()
+        dist.recv(box, src=0)
+        measured.update(recv_blocked=time.perf_counter() - begin, received=box.item())
+        say(rank, f"recv() returned {box.item():g} after blocking "
+                  f"{measured['recv_blocked']:.2f} s")
 
     # Non-blocking: isend/irecv return a Work handle at once; wait() is where it blocks.
     if rank in (0, 1):
         other = 1 - rank
         outgoing = torch.tensor([float(rank)], device=device)
         incoming = torch.zeros(1, device=device)
-        with events.span(rank, "isend/irecv") as record:
-            begin = time.time()
-            sending = dist.isend(outgoing, dst=other)
-            receiving = dist.irecv(incoming, src=other)
-            record["posted"] = time.time() - begin
-            time.sleep(0.2)  # free to compute while the messages travel
-            sending.wait()
-            receiving.wait()  # only now may `incoming` be read
-            record["got"] = incoming.item()
-        say(rank, f"isend/irecv posted in {record['posted'] * 1000:.2f} ms; "
+        begin = time.perf_counter()
+        sending = dist.isend(outgoing, dst=other)
+        receiving = dist.irecv(incoming, src=other)
+        posted = time.perf_counter() - begin
+        time.sleep(0.2)  # free to compute while the messages travel
+        sending.wait()
+        receiving.wait()  # only now may `incoming` be read
+        measured.update(posted=posted, got=incoming.item())
+        say(rank, f"isend/irecv posted in {posted * 1000:.2f} ms; "
                   f"after wait() got {incoming.item():g}")
 
     # A token passed around the ring: rank r adds r and hands it to rank r+1.
     dist.barrier()
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
     token = torch.zeros(1, device=device)
-    with events.span(rank, "ring pass") as record:
-        if rank == 0:
-            dist.send(token, dst=right)
-            dist.recv(token, src=left)
-        else:
-            dist.recv(token, src=left)
-            token += rank
-            dist.send(token, dst=right)
-        record["token"] = token.item()
+    if rank == 0:
+        dist.send(token, dst=right)
+        dist.recv(token, src=left)
+    else:
+        dist.recv(token, src=left)
+        token += rank
+        dist.send(token, dst=right)
+    measured["token"] = token.item()
     say(rank, f"ring: token is {token.item():g} after passing rank {rank}")
+    return measured
 
 
-# --- collectives --------------------------------------------------------------------------
+# --- collectives: one plain function each -------------------------------------------------
+# Each takes the tensor x this rank holds and returns what the rank holds after the call
+# (None where the collective leaves it unspecified). Every rank calls every one, in order.
 
+
+def broadcast(x, rank, n, root=0):
+    t = x.clone()
+    dist.broadcast(t, src=root)  # the root's tensor, on every rank
+    return t
+
+
+def scatter(x, rank, n, root=0):
+    out = x.new_zeros(1)
+    dist.scatter(out, list(x.split(1)) if rank == root else None, src=root)  # i: rank i
+    return out
+
+
+def gather(x, rank, n, root=0):
+    parts = [x.new_zeros(1) for _ in range(n)] if rank == root else None
+    dist.gather(x[:1], parts, dst=root)  # each rank's first value, on the root
+    return torch.cat(parts) if rank == root else None
+
+
+def reduce(x, rank, n, root=0):
+    t = x.clone()
+    dist.reduce(t, dst=root, op=dist.ReduceOp.SUM)  # the sum, on the root only
+    return t if rank == root else None  # elsewhere t is unspecified: scratch space
+
+
+def all_reduce(x, rank, n, op=dist.ReduceOp.SUM):
+    t = x.clone()
+    dist.all_reduce(t, op=op)  # the reduction, on every rank
+    return t
+
+
+def all_gather(x, rank, n):
+    parts = [x.new_zeros(n) for _ in range(n)]
+    dist.all_gather(parts, x)  # into a list, a tensor per rank
+    return torch.cat(parts)
+
+
+def all_gather_single(x, rank, n):
+    out = x.new_zeros(n * n)
+    # into one flat tensor; before PyTorch 2.13 its name was all_gather_into_tensor
+    getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(out, x)
+    return out
+
+
+def reduce_scatter(x, rank, n):
+    out = x.new_zeros(1)
+    dist.reduce_scatter(out, list(x.split(1)), op=dist.ReduceOp.SUM)  # from a list
+    return out
+
+
+def reduce_scatter_single(x, rank, n):
+    out = x.new_zeros(1)
+    # from one flat tensor; before PyTorch 2.13 its name was reduce_scatter_tensor
+    getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(out, x)
+    return out
+
+
+def all_to_all(x, rank, n):
+    outs = [x.new_zeros(1) for _ in range(n)]
+    dist.all_to_all(outs, list(x.split(1)))  # lists: piece s goes to rank s
+    return torch.cat(outs)
+
+
+def all_to_all_single(x, rank, n):
+    out = x.new_zeros(n)
+    dist.all_to_all_single(out, x)  # flat tensors: element s goes to rank s
+    return out
+
+
+def broadcast_object_list(x, rank, n):
+    config = [{"lr": 0.1, "from": "rank 0"}] if rank == 0 else [None]
+    dist.broadcast_object_list(config, src=0)  # pickled on rank 0, unpickled elsewhere
+    return config
+
+
+def all_gather_object(x, rank, n):
+    gathered = [None] * n
+    dist.all_gather_object(gathered, {"rank": rank, "pid": os.getpid()})
+    return gathered
+
+
+TENSOR_COLLECTIVES = [broadcast, scatter, gather, reduce, all_reduce, all_gather,
+                      all_gather_single, reduce_scatter, reduce_scatter_single, all_to_all,
+                      all_to_all_single]
 REDUCE_OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR"]
 BITWISE = {"BAND", "BOR", "BXOR"}
+ROOTED = [broadcast, scatter, gather, reduce]
 
 
-def collectives(rank: int, world_size: int, device, events: Events) -> None:
-    n = world_size
+# --- recording, beside the lesson ---------------------------------------------------------
+
+
+def listed(value):
+    """A tensor, or a list of them, as JSON-ready lists; anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return value
+
+
+def recorded(events: Events, rank: int, collective, x, before, name=None, op=None,
+             root=None):
+    """``collective(x, rank, n)``, recorded as one event: what this rank held before and
+    after, and when it entered and left; a backend that does not support it is recorded
+    with its error (rank 0 says so). ``op``: a ReduceOp's name, passed on as ``op=``;
+    ``root``: passed on as ``root=`` and recorded. Returns what the rank held after (or
+    None)."""
+    name = name or collective.__name__
+    fields = {"op": op} if op else {}
+    options = {"op": getattr(dist.ReduceOp, op)} if op else {}
+    if root is not None:
+        fields["root"] = options["root"] = root
+    with events.span(rank, name, before=before, **fields) as record:
+        try:
+            after = collective(x, rank, dist.get_world_size(), **options)
+            record["after"], record["error"] = listed(after), None
+        except UNSUPPORTED as error:
+            release = torch.__version__.split("+")[0]
+            why = f"not supported by {dist.get_backend()} in torch {release}"
+            record["after"], record["error"] = None, f"{why}: {first_line(error)}"
+            if rank == 0:
+                say(rank, f"{name} {op or ''}".strip() + f": {why}")
+            after = None
+    return after
+
+
+def every_collective(rank: int, n: int, device, events: Events, roots=(0,)) -> None:
+    """Every collective on this rank's start values, each recorded (those with a root once
+    per root); then every reduce op of all_reduce; a barrier reached at different times;
+    the object collectives."""
     x = start_values(rank, n, device)
-
-    def listed(t: torch.Tensor) -> list:  # tensors become JSON lists in the events
-        return t.tolist()
-
-    def broadcast():
-        t = x.clone()
-        dist.broadcast(t, src=0)
-        return listed(t)
-
-    def scatter():  # rank 0 hands element i of its tensor to rank i
-        out = torch.zeros(1, device=device)
-        dist.scatter(out, list(x.clone().split(1)) if rank == 0 else None, src=0)
-        return listed(out)
-
-    def gather():
-        parts = [torch.zeros(1, device=device) for _ in range(n)] if rank == 0 else None
-        dist.gather(x[:1].clone(), parts, dst=0)
-        return [p.item() for p in parts] if rank == 0 else []
-
-    def reduce():
-        t = x.clone()
-        dist.reduce(t, dst=0, op=dist.ReduceOp.SUM)
-        return listed(t) if rank == 0 else None  # other ranks' tensors: unspecified
-
-    def all_gather():
-        parts = [torch.zeros(n, device=device) for _ in range(n)]
-        dist.all_gather(parts, x)
-        return [v for p in parts for v in listed(p)]
-
-    def all_gather_into_one_tensor():
-        out = torch.zeros(n * n, device=device)
-        all_gather_single(out, x)
-        return listed(out)
-
-    def reduce_scatter():
-        out = torch.zeros(1, device=device)
-        dist.reduce_scatter(out, list(x.clone().split(1)), op=dist.ReduceOp.SUM)
-        return listed(out)
-
-    def reduce_scatter_from_one_tensor():
-        out = torch.zeros(1, device=device)
-        reduce_scatter_single(out, x.clone(), op=dist.ReduceOp.SUM)
-        return listed(out)
-
-    def all_to_all():
-        outs = [torch.zeros(1, device=device) for _ in range(n)]
-        dist.all_to_all(outs, list(x.clone().split(1)))
-        return [o.item() for o in outs]
-
-    recorded(events, rank, "broadcast", listed(x), broadcast, root=0)
-    recorded(events, rank, "scatter", listed(x) if rank == 0 else [], scatter, root=0)
-    recorded(events, rank, "gather", listed(x[:1]), gather, root=0)
-    recorded(events, rank, "reduce", listed(x), reduce, root=0, op="SUM")
-    for op in REDUCE_OPS:
-        all_reduce_with(op, rank, device, x, events)
-    recorded(events, rank, "all_gather", listed(x), all_gather)
-    recorded(events, rank, "all_gather_single", listed(x), all_gather_into_one_tensor)
-    recorded(events, rank, "reduce_scatter", listed(x), reduce_scatter, op="SUM")
-    recorded(events, rank, "reduce_scatter_single", listed(x),
-             reduce_scatter_from_one_tensor, op="SUM")
-    recorded(events, rank, "all_to_all", listed(x), all_to_all)
-
+    count = 0
+    for collective in TENSOR_COLLECTIVES:
+        for root in (roots if collective in ROOTED else [None]):
+            before = x[:1].tolist() if collective is gather else x.tolist()
+            before = [] if collective is scatter and rank != root else before
+            recorded(events, rank, collective, x, before, root=root)
+            count += 1
+    summed = None
+    for op in REDUCE_OPS:  # bitwise ops need integers: rank r holds [2^r, r + 1]
+        t = (torch.tensor([1 << rank, rank + 1], device=device) if op in BITWISE else x)
+        after = recorded(events, rank, all_reduce, t, t.tolist(), name="all_reduce ops",
+                         op=op)
+        summed = after if op == "SUM" else summed
+        count += 1
     time.sleep(0.2 * rank)  # arrive at the barrier at different times ...
-    recorded(events, rank, "barrier", [], lambda: dist.barrier() or [])  # ... leave at once
-
-    # Object collectives pickle any Python object: never use them with untrusted peers.
-    config = [{"lr": 0.1, "from": "rank 0"}] if rank == 0 else [None]
-    recorded(events, rank, "broadcast_object_list", list(config),
-             lambda: dist.broadcast_object_list(config, src=0) or config)
-    gathered = [None] * n
-    mine = {"rank": rank, "pid": os.getpid()}
-    recorded(events, rank, "all_gather_object", mine,
-             lambda: dist.all_gather_object(gathered, mine) or gathered)
-    say(rank, f"tried {len(REDUCE_OPS) + 14} operations; all_reduce SUM gave {sum_of(n)}")
-    textbook_examples(rank, world_size, device, events)
-
-
-def sum_of(n: int) -> list[float]:
-    return [sum(10 * (r + 1) + i for r in range(n)) for i in range(n)]
-
-
-def all_reduce_with(op: str, rank: int, device, x: torch.Tensor, events: Events) -> None:
-    """all_reduce with one ReduceOp; an op the backend refuses is recorded, not fatal."""
-    if op in BITWISE:  # bitwise ops need integers: rank r holds [2^r, r + 1]
-        t = torch.tensor([1 << rank, rank + 1], dtype=torch.int64, device=device)
-    else:
-        t = x.clone()
-
-    def all_reduce():
-        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
-        return t.tolist()
-
-    recorded(events, rank, "all_reduce", t.tolist(), all_reduce, op=op)
-
-
-def textbook_examples(rank: int, world_size: int, device, events: Events) -> None:
-    """The small examples most tutorials start with; with four ranks they give p2p -> 1,
-    broadcast -> 2, all_reduce -> 4, gather -> [1, 1, 1, 1], scatter -> [1] ... [4]."""
-    if world_size > 1:  # p2p: both start from 0; rank 0 adds 1 and sends it to rank 1
-        tensor = torch.zeros(1, device=device)
-        if rank == 0:
-            tensor += 1
-            dist.send(tensor, dst=1)
-        elif rank == 1:
-            dist.recv(tensor, src=0)
-        events.emit(rank, "textbook", example="p2p", value=tensor.tolist())
-    tensor = torch.ones(1, device=device)  # broadcast: rank 0 adds 1; all get its value
-    if rank == 0:
-        tensor += 1
-    dist.broadcast(tensor, src=0)
-    events.emit(rank, "textbook", example="broadcast", value=tensor.tolist())
-    tensor = torch.ones(1, device=device)  # all_reduce: the sum of a one from every rank
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    events.emit(rank, "textbook", example="all_reduce", value=tensor.tolist())
-    ones = [torch.zeros(1, device=device) for _ in range(world_size)] if rank == 0 else None
-    dist.gather(torch.ones(1, device=device), ones, dst=0)  # gather: all the ones, on 0
-    if rank == 0:
-        events.emit(rank, "textbook", example="gather", value=[t.item() for t in ones])
-    tensor = torch.zeros(1, device=device)  # scatter: rank 0 hands i + 1 to rank i
-    pieces = [torch.tensor([i + 1.0], device=device) for i in range(world_size)]
-    dist.scatter(tensor, pieces if rank == 0 else None, src=0)
-    events.emit(rank, "textbook", example="scatter", value=tensor.tolist())
+    with events.span(rank, "barrier"):
+        dist.barrier()  # ... leave together
+    count += 1
+    for collective in (broadcast_object_list, all_gather_object):
+        recorded(events, rank, collective, x, None)
+        count += 1
+    say(rank, f"recorded {count} operations; all_reduce SUM gave {listed(summed)}")
+    events.emit(rank, "summary", operations=count, all_reduce_sum=listed(summed))
 
 
 # --- ring all-reduce by hand --------------------------------------------------------------
@@ -302,9 +307,9 @@ def ring(rank: int, world_size: int, device, events: Events, numel: int, trials:
             reduce_all(t)
             synchronize(device)
             seconds.append(time.time() - begin)
-        median = statistics.median(seconds)
-        say(rank, f"{name:<15} {numel * 4 / 1e6:.0f} MB: median {median * 1000:.1f} ms")
-        events.emit(rank, "ring timing", implementation=name, seconds=median, numel=numel)
+        low, high = min(seconds) * 1000, max(seconds) * 1000
+        say(rank, f"{name:<15} {numel * 4 / 1e6:.0f} MB: {low:.1f} to {high:.1f} ms")
+        events.emit(rank, "ring timing", implementation=name, seconds=seconds, numel=numel)
 
 
 # --- bandwidth ----------------------------------------------------------------------------
@@ -332,18 +337,20 @@ def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
         if rank == 0:
             say(rank, f"{size:>9} B: {median * 1e6:9.1f} us  "
                       f"algbw {algbw / 1e9:6.2f} GB/s  busbw {busbw / 1e9:6.2f} GB/s")
-        events.emit(rank, "bandwidth", size=size, seconds=median, algbw=algbw, busbw=busbw)
+        events.emit(rank, "bandwidth", size=size, seconds=seconds, algbw=algbw, busbw=busbw,
+                    world_size=n)
     if rank == 0:  # one rank alone, so the copy has the memory to itself
         src = torch.ones(max(sizes) // 4, device=device)
         dst = torch.empty_like(src)
         seconds = []
-        for _ in range(warmup + trials):
+        for _ in range(warmup + 10):
             synchronize(device)
             begin = time.perf_counter()
             dst.copy_(src)
             synchronize(device)
             seconds.append(time.perf_counter() - begin)
-        copy_bw = max(sizes) / statistics.median(seconds[warmup:])
+        # the fastest of ten copies: what the memory can do, when this rank had a core
+        copy_bw = max(sizes) / min(seconds[warmup:])
         say(rank, f"memory copy of {max(sizes)} B: {copy_bw / 1e9:.2f} GB/s")
         events.emit(rank, "memcpy", size=max(sizes), bandwidth=copy_bw, device=str(device))
     dist.barrier()
@@ -356,9 +363,9 @@ def rank_main(rank: int, job: Job, args) -> None:
     events = Events(args.events)
     with joined(job, rank) as device:
         if args.demo == "p2p":
-            p2p(rank, job.world_size, device, events)
+            events.emit(rank, "p2p", **p2p(rank, job.world_size, device))
         elif args.demo == "collectives":
-            collectives(rank, job.world_size, device, events)
+            every_collective(rank, job.world_size, device, events, args.roots)
         elif args.demo == "ring":
             ring(rank, job.world_size, device, events, args.numel, args.trials)
         else:
@@ -374,6 +381,8 @@ def command_line() -> Parser:
     every = demos.add_parser("collectives", help="every collective, before and after")
     ring_demo = demos.add_parser("ring", help="a ring all-reduce by hand, and the library")
     bandwidth_demo = demos.add_parser("bandwidth", help="all_reduce bandwidth per size")
+    every.add_argument("--roots", type=int, nargs="+", default=[0], metavar="RANK",
+                       help="broadcast, scatter, gather, reduce from each (default 0)")
     ring_demo.add_argument("--numel", type=positive_int, default=1 << 20,
                            help="floats in the tensor (default 1M = 4 MB)")
     bandwidth_demo.add_argument("--sizes", type=positive_int, nargs="+",
@@ -397,6 +406,8 @@ def main(argv=None) -> int:
         parser.error("--sizes must be multiples of 4 bytes (float32 elements)")
     least = 1 if args.demo == "collectives" else 2  # every collective works on one rank
     job = job_from_args(parser, args, least)
+    if any(not 0 <= root < job.world_size for root in getattr(args, "roots", [])):
+        parser.error(f"--roots must be ranks of the job: 0 to {job.world_size - 1}")
     open_events(args.events)
     return run_ranks(job, rank_main, args)
 

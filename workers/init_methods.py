@@ -6,7 +6,8 @@
     python -m workers.init_methods missing-rank --world-size 2 --timeout 5
     python -m workers.init_methods port-in-use
     python -m workers.init_methods leftover-file
-    python -m workers.init_methods benchmark --world-sizes 1 2 4 8
+    python -m workers.init_methods pitfalls
+    python -m workers.init_methods benchmark --world-sizes 2 8 --repeats 3
     torchrun --standalone --nproc-per-node 4 -m workers.init_methods join
 
 Before any tensor moves, the processes of a job must find each other: every route below
@@ -43,7 +44,8 @@ from workers.ranks import (
 )
 
 METHODS = ["env", "tcp", "file", "store"]
-ENV_VARIABLES = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"]
+ENV_VARIABLES = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                 "TORCHELASTIC_USE_AGENT_STORE"]
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,8 @@ def init(rank: int, world_size: int, meet: Rendezvous) -> None:
 
 
 def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore:
-    """Rank 0 runs the store's server, the other ranks connect to it.
-
-    The server gets a socket bound to ``address`` alone: given only a port, TCPStore
-    listens on every network interface of the machine, whatever address it is told.
-    """
+    """Rank 0 runs the store's server, on a socket bound to ``address`` alone (the
+    security section says why); the other ranks connect to it."""
     if rank == 0:
         listener = socket.create_server((address, port))
         return dist.TCPStore(address, port, world_size, True, timeout=wait,
@@ -96,9 +95,7 @@ def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore
 def join_group(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
     """One rank: join the group, prove it works with an all_reduce, leave cleanly."""
     try:
-        with events.span(rank, "init_process_group", method=meet.method,
-                         world_size=world_size):
-            init(rank, world_size, meet)
+        init(rank, world_size, meet)
     except (RuntimeError, OSError) as error:  # DistStoreError, DistNetworkError, ...
         say(rank, f"{type(error).__name__}: {first_line(error)}")
         sys.exit(1)
@@ -128,23 +125,28 @@ def listening_on(port: int) -> list[str]:
 
 
 def join_under_torchrun(rank: int, job: Job, events: Events) -> None:
-    """Started by torchrun as one rank: the set-up every later chapter uses (job.py)."""
+    """Started by torchrun as one rank: the set-up every later chapter uses (job.py).
+
+    Rank 0 also looks at who listens on MASTER_PORT: under torchrun, not rank 0 itself,
+    since the agent of node 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE)."""
     with joined(job, rank):
         total = torch.tensor([rank])
         dist.all_reduce(total)
         say(rank, f"joined via {job.init_method}; sum of ranks = {int(total)}")
+        listening = listening_on(int(os.environ["MASTER_PORT"])) if rank == 0 else []
+        if rank == 0:
+            say(rank, "this process listens on MASTER_PORT: "
+                      f"{', '.join(listening) if listening else 'no'}")
         seen = {name: os.environ.get(name) for name in ENV_VARIABLES}
-        events.emit(rank, "joined", method="env", world_size=job.world_size, sum=int(total),
-                    env=seen, listening=[])
+        events.emit(rank, "joined", method="torchrun", world_size=job.world_size,
+                    sum=int(total), env=seen, listening=listening)
 
 
 # --- store: the key-value exchange under every rendezvous -------------------------------
 
 
-def exchange(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
+def exchange(rank: int, world_size: int, store) -> tuple[int, str]:
     """Each rank uses the store directly: set, get, add, wait, compare_set, check."""
-    wait = timedelta(seconds=meet.timeout)
-    store = tcp_store(rank, world_size, meet.address, meet.port, wait)
     store.set(f"hello/{rank}", f"pid {os.getpid()}")  # publish a value
     arrived = store.add("arrived", 1)  # an atomic counter: returns the new value
     say(rank, f"set hello/{rank}; add('arrived', 1) -> {arrived}")
@@ -169,12 +171,58 @@ def exchange(rank: int, world_size: int, meet: Rendezvous, events: Events) -> No
     a, b = job_a.get("status").decode(), job_b.get("status").decode()
     stored = store.check(["job-a/status"])
     say(rank, f"job-a status {a!r}, job-b status {b!r}; 'job-a/status' stored: {stored}")
-    events.emit(rank, "store", arrived=arrived, leader=leader)
 
     store.add("done", 1)  # the last use of the store by this rank
     if rank == 0:  # the server lives in rank 0: it must leave last
         while int(store.add("done", 0)) < world_size:
             time.sleep(0.01)
+    return arrived, leader
+
+
+def use_the_store(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
+    store = tcp_store(rank, world_size, meet.address, meet.port,
+                      timedelta(seconds=meet.timeout))
+    arrived, leader = exchange(rank, world_size, store)
+    events.emit(rank, "store", arrived=arrived, leader=leader)
+
+
+# --- three start-up mistakes --------------------------------------------------------------
+
+NO_INTERFACE = "a network interface that does not exist"
+OWN_PORT = "each rank chose its own port"
+EARLY_RETURN = "a rank returned before the barrier"
+PITFALLS = [NO_INTERFACE, OWN_PORT, EARLY_RETURN]
+
+
+def pitfall(rank: int, world_size: int, meet: Rendezvous, name: str) -> None:
+    """One rank of a small job that goes wrong at start-up in one of three common ways."""
+    port = meet.port
+    if name == NO_INTERFACE:
+        os.environ["GLOO_SOCKET_IFNAME"] = "nosuch0"  # copied from another cluster's script
+    elif name == OWN_PORT:
+        port = meet.port + rank  # "29500 + rank": rank 1 looks for the store elsewhere
+    dist.init_process_group("gloo", init_method=f"tcp://{meet.address}:{port}", rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=meet.timeout))
+    try:
+        if name == EARLY_RETURN and rank == 1:
+            say(rank, "returns early, before the barrier")
+            return
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def pitfall_rank(rank: int, world_size: int, meet: Rendezvous, name: str,
+                 events: Events) -> None:
+    """Run one rank of a pitfall; report its error in one line, and record it."""
+    begin = time.time()
+    try:
+        pitfall(rank, world_size, meet, name)
+        say(rank, "got through")
+    except (RuntimeError, OSError, ValueError) as error:  # DistStoreError, DistNetworkError
+        took = time.time() - begin
+        say(rank, f"{type(error).__name__} after {took:.1f} s: {first_line(error)[:200]}")
+        events.emit(rank, "pitfall", pitfall=name, error=first_line(error), seconds=took)
 
 
 # --- the jobs -----------------------------------------------------------------------------
@@ -212,7 +260,17 @@ def demo_join(args, events: Events) -> int:
 
 
 def demo_store(args, events: Events) -> int:
-    return run_job(args.world_size, rendezvous_of(args, "tcp"), events, target=exchange)
+    meet = rendezvous_of(args, "tcp")
+    return run_job(args.world_size, meet, events, target=use_the_store)
+
+
+def demo_pitfalls(args, events: Events) -> int:
+    """Each start-up mistake in a job of two ranks of its own, one after the other."""
+    for name in PITFALLS:
+        say_main(f"--- {name}")
+        meet = rendezvous_of(args, "tcp", fresh=True)
+        launch(pitfall_rank, (2, meet, name, events), 2, timeout=meet.timeout + 5)
+    return 0
 
 
 def demo_missing_rank(args, events: Events) -> int:
@@ -237,7 +295,8 @@ def demo_port_in_use(args, events: Events) -> int:
 
 
 def demo_leftover_file(args, events: Events) -> int:
-    """A job that dies leaves its rendezvous file; the next one on the path may fail."""
+    """A job that dies leaves its rendezvous file; the next one on the path may fail. A job
+    that ends with destroy_process_group removes it; one that does not, leaves it."""
     meet = rendezvous_of(args, "file")
     say_main(f"job 1 uses {meet.path}; its ranks are killed before they can clean up")
     launch(crash_after_joining, (meet.path, meet.timeout), 2, timeout=meet.timeout + 5)
@@ -245,9 +304,27 @@ def demo_leftover_file(args, events: Events) -> int:
     say_main("job 2 reuses the same path; its rank 1 starts a second after rank 0")
     second = run_job(2, meet, events, target=join_late, slack=2)
     say_main(f"job 2 exited with {second}")
-    os.remove(meet.path)
-    say_main("deleted the file; job 3 uses the same path again")
-    return run_job(2, meet, events)
+    if os.path.exists(meet.path):
+        os.remove(meet.path)
+    say_main("deleted the file; job 3 uses the same path and ends cleanly")
+    third = run_job(2, meet, events)
+    say_main(f"after job 3 (destroy_process_group): the file exists: "
+             f"{os.path.exists(meet.path)}")
+    say_main("job 4 uses the same path and ends without destroy_process_group")
+    fourth = run_job(2, meet, events, target=join_without_leaving)
+    say_main(f"after job 4: the file exists: {os.path.exists(meet.path)}")
+    if os.path.exists(meet.path):
+        os.remove(meet.path)
+    return third or fourth
+
+
+def join_without_leaving(rank: int, world_size: int, meet: Rendezvous,
+                         events: Events) -> None:
+    """Join and all-reduce, then exit without destroy_process_group."""
+    init(rank, world_size, meet)
+    total = torch.tensor([rank])
+    dist.all_reduce(total)
+    say(rank, f"sum of ranks = {int(total)}; exits without destroy_process_group")
 
 
 def join_late(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
@@ -267,13 +344,36 @@ def crash_after_joining(rank: int, path: str, timeout: float) -> None:
 
 
 def demo_benchmark(args, events: Events) -> int:
-    """Time to rendezvous for each route and world size, each on a fresh port and file."""
-    for method in args.methods:
-        for world_size in args.world_sizes:
-            code = run_job(world_size, rendezvous_of(args, method, fresh=True), events)
-            if code:
-                return code
+    """Time to rendezvous for each route and world size, ``--repeats`` times.
+
+    One job per world size, whose ranks then join and leave a group once per route and
+    repeat, each time on a fresh port and file: the ranks are already running, so what is
+    timed is the rendezvous itself, not the start of processes. The routes take turns
+    within each repeat, so a slow moment of the machine does not fall on one route."""
+    for world_size in args.world_sizes:
+        meets = [rendezvous_of(args, method, fresh=True)
+                 for _ in range(args.repeats) for method in args.methods]
+        code = launch(time_rendezvous, (world_size, meets, events), world_size,
+                      timeout=len(meets) * args.timeout + 5)
+        if code:
+            return code
+    say_main(f"{len(args.methods)} routes x world sizes "
+             f"{', '.join(map(str, args.world_sizes))} x {args.repeats} repeats, "
+             f"on {len(os.sched_getaffinity(0))} cores")
     return 0
+
+
+def time_rendezvous(rank: int, world_size: int, meets: list[Rendezvous],
+                    events: Events) -> None:
+    """Join and leave the group once per rendezvous in ``meets``, timing each join."""
+    for meet in meets:
+        with events.span(rank, "init_process_group", method=meet.method,
+                         world_size=world_size, job=f"{meet.port} {meet.path}"):
+            init(rank, world_size, meet)
+        dist.barrier()  # every rank has joined before any leaves
+        dist.destroy_process_group()
+    if rank == 0:
+        say(rank, f"joined and left {len(meets)} groups of {world_size}")
 
 
 DEMOS = {
@@ -282,6 +382,7 @@ DEMOS = {
     "missing-rank": demo_missing_rank,
     "port-in-use": demo_port_in_use,
     "leftover-file": demo_leftover_file,
+    "pitfalls": demo_pitfalls,
     "benchmark": demo_benchmark,
 }
 
@@ -301,6 +402,7 @@ def command_line() -> Parser:
     missing = demos.add_parser("missing-rank", help="a job with one rank that never starts")
     busy = demos.add_parser("port-in-use", help="the store's port is taken")
     leftover = demos.add_parser("leftover-file", help="reuse a dead job's rendezvous file")
+    pitfalls = demos.add_parser("pitfalls", help="three start-up mistakes, one job each")
     benchmark = demos.add_parser("benchmark", help="time each route for a few world sizes")
     for demo in (join, missing):
         demo.add_argument("--method", nargs="+", choices=METHODS, default=["env"],
@@ -321,9 +423,12 @@ def command_line() -> Parser:
     benchmark.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS,
                            help="routes to time (default all)")
     benchmark.add_argument("--world-sizes", nargs="+", type=positive_int,
-                           default=[1, 2, 4, 8], help="world sizes (default 1 2 4 8)")
+                           default=[2, 8], help="world sizes (default 2 8)")
+    benchmark.add_argument("--repeats", type=positive_int, default=3,
+                           help="jobs per route and world size (default 3)")
     for demo in (join, store, missing, busy, leftover, benchmark):
         add_common_options(demo, timeout=30)
+    add_common_options(pitfalls, timeout=2)  # small jobs: a short rendezvous does
     return parser
 
 
