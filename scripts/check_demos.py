@@ -168,6 +168,11 @@ DEMOS = [
     workers_demo("sharding", "offload",
                  output="error: .*(NVIDIA|CUDA)" if not torch.cuda.is_available()
                  else "sharded parameters kept on cpu"),
+    workers_demo("tensor_parallel", "mlp", output="backward {'all_reduce': 1}"),
+    workers_demo("tensor_parallel", "placements", "--world-size", "4",
+                 output=r"Partial → Replicate .*all_reduce"),
+    workers_demo("tensor_parallel", "scaling", "--world-size", "4", "--layers", "2"),
+    under_torchrun("tensor_parallel", "mlp"),
     workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),
