@@ -17,7 +17,7 @@ def test_three_ranks_send_what_the_formula_says_and_hold_a_third():
     activation = 32 * 48 * 4
     for (rank, degree), e in records.items():
         expected = 2 * 2 * (degree - 1) / degree * activation * 2  # two layers
-        assert e["written_bytes"] == pytest.approx(expected, rel=0.05, abs=1), (rank, degree)
+        assert e["written_bytes"] == pytest.approx(expected, rel=0.03, abs=4096), (rank, degree)
         # up's weight and bias and down's weight split; down's bias replicated
         assert e["local_parameters"] == 2 * ((2 * 48 * 192 + 192) // degree + 48)
 

@@ -83,6 +83,7 @@ def largest_difference(pairs) -> float:
 def mlp(rank: int, args, device, events: Events) -> None:
     """The MLP split over all ranks, against the whole MLP every rank also holds."""
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.debug import CommDebugMode
 
     torch.manual_seed(0)
@@ -109,7 +110,7 @@ def mlp(rank: int, args, device, events: Events) -> None:
     events.emit(rank, "mlp", world_size=dist.get_world_size(), forward=counts(forward),
                 backward=counts(backward), output_difference=output_difference,
                 gradient_difference=gradient_difference, local_shapes=shapes,
-                placements=placements, output_type=type(out).__name__)
+                placements=placements, output_is_dtensor=isinstance(out, DTensor))
     say(rank, f"up.weight {placements['up.weight']} {shapes['up.weight']}, down.weight "
               f"{placements['down.weight']} {shapes['down.weight']}; forward "
               f"{counts(forward)}, backward {counts(backward)}; output "
