@@ -173,6 +173,8 @@ DEMOS = [
                  output=r"Partial → Replicate .*all_reduce"),
     workers_demo("tensor_parallel", "scaling", "--world-size", "4", "--layers", "2"),
     under_torchrun("tensor_parallel", "mlp"),
+    workers_demo("tensor_parallel", "loss", "--vocabulary", "1024",
+                 output="loss_parallel .*all_reduce"),
     workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),

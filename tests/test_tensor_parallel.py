@@ -44,6 +44,7 @@ def test_mlp_under_torchrun_on_three_ranks_equals_the_whole_mlp():
         (["scaling", "--world-size", "4", "--degrees", "3"],
          "degree of 3 does not divide the world size 4"),
         (["placements", "--world-size", "3"], "degree of 3 does not divide the 512"),
+        (["loss", "--world-size", "3"], "degree of 3 does not divide the 8192"),
         (["mlp", "--world-size", "0"], "must be at least 1"),
         (["split"], "invalid choice: 'split'"),
     ],

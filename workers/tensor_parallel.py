@@ -6,6 +6,7 @@ layer sends as the tensor-parallel degree grows.
     python -m workers.tensor_parallel mlp
     python -m workers.tensor_parallel placements --world-size 4
     python -m workers.tensor_parallel scaling --world-size 4
+    python -m workers.tensor_parallel loss
     torchrun --standalone --nproc-per-node 2 -m workers.tensor_parallel mlp
 
 gloo on the CPU, nccl with one GPU per rank (bytes on the wire: measured on the CPU only).
@@ -202,9 +203,62 @@ def scaling(rank: int, args, device, events: Events) -> None:
                       f"layer and rank, forward and backward")
 
 
+# --- the loss over a vocabulary split by columns ----------------------------------------
+
+
+def vocabulary_loss(rank: int, args, device, events: Events) -> None:
+    """An output head split by vocabulary (columns) and its cross-entropy two ways: the
+    logits gathered whole on every rank first, or computed where they lie with
+    ``loss_parallel``. Loss and gradient checked against one process; bytes measured."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        loss_parallel,
+        parallelize_module,
+    )
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    generator = torch.Generator().manual_seed(2)
+    targets = torch.randint(0, args.vocabulary, (args.tokens,), generator=generator)
+    torch.manual_seed(0)
+    whole = nn.Linear(args.width, args.vocabulary, bias=False).to(device)
+    x = batch(args, device)
+    nn.functional.cross_entropy(whole(x), targets).backward()
+    for way, plan in [("gathered", ColwiseParallel(output_layouts=Replicate())),
+                      ("loss_parallel", ColwiseParallel(output_layouts=Shard(-1),
+                                                        use_local_output=False))]:
+        head = nn.Linear(args.width, args.vocabulary, bias=False).to(device)
+        head.load_state_dict(whole.state_dict())
+        head = parallelize_module(head, mesh, plan)
+        dist.barrier()
+        written = written_bytes()
+        with CommDebugMode() as comm:
+            if way == "gathered":
+                loss = nn.functional.cross_entropy(head(x), targets)
+                loss.backward()
+            else:
+                with loss_parallel():
+                    loss = nn.functional.cross_entropy(head(x), targets)
+                    loss.backward()
+        written = written_bytes() - written
+        loss = loss.full_tensor() if hasattr(loss, "full_tensor") else loss
+        difference = (head.weight.grad.full_tensor() - whole.weight.grad).abs().max().item()
+        events.emit(rank, "loss", way=way, collectives=counts(comm),
+                    written_bytes=written if device.type == "cpu" else None,
+                    logits_bytes=args.tokens * args.vocabulary * 4,
+                    loss_difference=abs(loss.item() - nn.functional.cross_entropy(
+                        whole(x), targets).item()), gradient_difference=difference)
+        if rank == 0:
+            say(rank, f"{way:<13} {written / 2**10:8.1f} KiB sent, {counts(comm)}; "
+                      f"gradient {difference:.0e} from one process's")
+
+
 # --- the job ----------------------------------------------------------------------------
 
-DEMOS = {"mlp": mlp, "placements": placements, "scaling": scaling}
+DEMOS = {"mlp": mlp, "placements": placements, "scaling": scaling,
+         "loss": vocabulary_loss}
 
 
 def rank_main(rank: int, job: Job, args) -> None:
@@ -226,7 +280,11 @@ def command_line() -> Parser:
                             "(default: every one)")
     grows.add_argument("--layers", type=positive_int, default=4,
                        help="MLP blocks stacked (default 4)")
-    for demo, width, tokens in ((split, 256, 64), (moves, 512, 512), (grows, 256, 64)):
+    losses = demos.add_parser("loss", help="a vocabulary-split head: loss_parallel, bytes")
+    losses.add_argument("--vocabulary", type=positive_int, default=8192,
+                        help="output classes, split over the ranks (default 8192)")
+    for demo, width, tokens in ((split, 256, 64), (moves, 512, 512), (grows, 256, 64),
+                                (losses, 64, 256)):
         demo.add_argument("--width", type=positive_int, default=width,
                           help=f"features in and out of the MLP (default {width})")
         demo.add_argument("--hidden", type=positive_int,
@@ -251,10 +309,12 @@ def check_sizes(args, world_size: int) -> None:
                      f"size {world_size}")
     degrees = args.degrees if args.demo == "scaling" else [world_size]
     split = {"mlp": ("hidden", args.hidden), "scaling": ("hidden", args.hidden),
-             "placements": ("width", args.width)}[args.demo]
+             "placements": ("width", args.width),
+             "loss": ("vocabulary", getattr(args, "vocabulary", 0))}[args.demo]
     for degree in degrees:
         if split[1] % degree or (args.demo == "placements" and args.tokens % degree):
-            what = "--tokens and --width" if args.demo == "placements" else "--hidden"
+            what = {"placements": "--tokens and --width", "loss": "--vocabulary"}.get(
+                args.demo, "--hidden")
             fail(f"a tensor-parallel degree of {degree} does not divide the {split[1]} "
                  f"features to split ({what}): choose sizes it divides")
 
