@@ -30,6 +30,8 @@ PRELOADS = {
     "sharding": ("torch._dynamo", "torch.distributed.fsdp", "torch.distributed.checkpoint"),
     "checkpoints": ("torch._dynamo", "torch.distributed.fsdp",
                     "torch.distributed.checkpoint"),
+    "tensor_parallel": ("torch.distributed.tensor", "torch.distributed.tensor.parallel",
+                        "torch.distributed.tensor.debug"),
     "pipelines": ("torch.distributed.pipelining",),
 }
 
