@@ -80,6 +80,13 @@ def workers_demo(chapter, *args, **expected) -> Demo:
     return Demo(chapter, f"workers.{chapter}", args, **expected)
 
 
+def lab_check(chapter, lab) -> Demo:
+    """A chapter's lab, checked on its reference solution (tests/labs/<lab>/)."""
+    return Demo(chapter, "workers.labs", ("check", lab, "--file",
+                                          f"tests/labs/{lab}/reference.py"),
+                output="PASSED: ")
+
+
 def under_torchrun(chapter, *args, module=None, **expected) -> Demo:
     module = module or f"workers.{chapter}"
     return Demo(chapter, TORCHRUN[0], (*TORCHRUN[1:], "-m", module, *args), **expected)
@@ -97,7 +104,9 @@ DEMOS = [
     workers_demo("start_join", "daemon", "--processes", "2", "--seconds", "1"),
     workers_demo("start_join", "exit-codes"),
     workers_demo("start_join", "fail", returncode=1, output="rank 2 failed on purpose"),
+    workers_demo("start_join", "threads-or-processes", "--millions", "1", "--repeats", "1"),
     workers_demo("start_join", "orphans", "--timeout", "1"),
+    workers_demo("start_join", "orphans", "--daemon", "--kill-parent", "TERM"),
     workers_demo("start_methods", "startup", "--processes", "1"),
     workers_demo("start_methods", "inherit"),
     workers_demo("start_methods", "context"),
@@ -141,8 +150,8 @@ DEMOS = [
     workers_demo("ddp_mnist", "ddp", "--world-size", "1", "--backend", "nccl", *SMALL_MNIST,
                  gpus=1),
     workers_demo("ddp_mnist", "compare", *SMALL_MNIST, "--checkpoint-dir", SCRATCH),
-    workers_demo("ddp_mnist", "sampler-order"),
-    workers_demo("ddp_mnist", "mistakes"),
+    workers_demo("ddp_mnist", "mistakes",
+                 output="device_ids and output_device arguments only work"),
     workers_demo("ddp_internals", "buckets", *SMALL_TOWER, "--caps", "default", "1", "25"),
     workers_demo("ddp_internals", "overlap", *SMALL_OVERLAP),
     under_torchrun("ddp_internals", "overlap", *SMALL_OVERLAP),
@@ -161,7 +170,7 @@ DEMOS = [
     workers_demo("sharding", "offload",
                  output="error: .*(NVIDIA|CUDA)" if not torch.cuda.is_available()
                  else "sharded parameters kept on cpu"),
-    workers_demo("hogwild", "train", "--epochs", "1", "--threads", "1"),
+    workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),
     workers_demo("hogwild", "fd-limit", "--nofile", "64",
@@ -169,9 +178,10 @@ DEMOS = [
     workers_demo("hogwild", "grid", "--grid-processes", "1", "2", "--steps", "4"),
     under_torchrun("hogwild", "threads"),
     cuda_only("hogwild", "cuda"),
-    workers_demo("launchers", "spawn", *SMALL_MNIST),
+    workers_demo("launchers", "environments"),
     under_torchrun("launchers", "ddp", *SMALL_MNIST, module="workers.ddp_mnist"),
-    workers_demo("launchers", "two-nodes", *SMALL_MNIST, timeout=120),
+    workers_demo("launchers", "two-nodes", timeout=120),
+    workers_demo("launchers", "spawn-nodes", timeout=120),
     Demo("launchers", "torch.distributed.launch",
          ("--nproc-per-node", "2", "-m", "workers.do_not_copy.legacy_local_rank"),
          events=False, returncode=1, output="unrecognized arguments: --local-rank="),
@@ -188,6 +198,11 @@ DEMOS = [
           "--steps", "8", "--checkpoint-every", "4", "--crash-at-step", "6",
           "--checkpoint-dir", SCRATCH), timeout=90),
     workers_demo("failures", "pitfalls", output="Unable to find address for"),
+    *[lab_check(chapter, lab) for chapter, lab in (
+        ("init_methods", "barrier"), ("collectives", "two_collectives"),
+        ("collectives", "ring"), ("process_groups", "pair_groups"),
+        ("ddp_mnist", "average_gradients"), ("ddp_internals", "comm_hook"),
+        ("sharding", "zero1"), ("hogwild", "hogwild"), ("failures", "uneven"))],
 ]
 
 

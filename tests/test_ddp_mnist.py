@@ -1,6 +1,6 @@
 """workers.ddp_mnist beyond what its chapter runs: the partitioner against DistributedSampler,
-the three modes equal for four ranks, a rank killed mid-training, each demo's --help, and bad
-input."""
+the three modes equal for four ranks, the mistakes for another world size, a rank killed
+mid-training, each demo's --help, and bad input."""
 
 from __future__ import annotations
 
@@ -54,6 +54,15 @@ def test_one_process_by_hand_and_ddp_agree_for_four_ranks(tmp_path):
     assert len(accuracies) == 1  # every rank reports the one shared model's accuracy
 
 
+def test_the_mistakes_for_four_ranks_and_an_even_split():
+    result = quiet_run("workers.ddp_mnist", "mistakes", "--world-size", "4",
+                       "--test-images", "1000")
+    padding = next(e for e in result.events_named("mistake") if e["mistake"] == "padding")
+    assert padding["seen"] == 1000 and padding["twice"] == []  # 1000 = 4 x 250: no padding
+    orders = {(e["set_epoch"], e["epoch"]): e["first"] for e in result.events_named("order")}
+    assert orders[True, 1] != orders[True, 0] == orders[False, 0] == orders[False, 1]
+
+
 def test_killing_one_rank_ends_the_whole_job(tmp_events):
     command = [sys.executable, "-m", "workers.ddp_mnist", "ddp", "--epochs", "50",
                "--timeout", "30", "--events", str(tmp_events)]
@@ -86,7 +95,7 @@ def test_killing_one_rank_ends_the_whole_job(tmp_events):
     [
         ("single", {"--epochs", "--batch-size", "--lr", "--seed", "--dtype", "--data-root",
                     "--download", "--train-images", "--checkpoint", "--events", "--timeout"}),
-        ("sampler-order", {"--world-size", "--epochs", "--seed", "--events", "--timeout"}),
+        ("mistakes", {"--world-size", "--test-images", "--seed", "--events", "--timeout"}),
     ],
 )
 def test_each_demo_documents_only_its_own_options(demo, options, capsys):
@@ -106,6 +115,7 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
         (["ddp", "--lr", "-1"], "must be above 0"),
         (["compare", "--dtype", "float16", "--checkpoint-dir", "."], "invalid choice: 'float16'"),
         (["ddp", "--mode", "ddp"], "unrecognized arguments: --mode"),
+        (["mistakes", "--world-size", "0"], "must be at least 1"),
     ],
 )
 def test_bad_input_gets_one_line(args, fragment, capsys):

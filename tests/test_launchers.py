@@ -1,24 +1,31 @@
-"""workers.launchers and the launch scripts beyond what their chapter runs: a failed rank under
-mp.spawn, the shell scripts' syntax and refusal of a bad count, each launcher's --help, and the
-training worker's own checks."""
+"""workers.launchers and the launch scripts beyond what their chapter runs: the shell launcher
+stopping a job when a rank fails, the scripts' syntax and refusal of a bad count, a world size
+of 3 under torchrun, each demo's --help, and bad input."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
 
 import pytest
 
 from helpers import ROOT, assert_one_line_error, cli_in_process, help_options, quiet_run
 
-SHORT = ["--epochs", "1", "--train-images", "200"]
 
-
-def test_a_failed_rank_under_spawn_stops_the_job():
-    result = quiet_run("workers.launchers", "spawn", "--world-size", "2", *SHORT,
-                       "--crash-rank", "1", "--crash-at-step", "2", expect_returncode=1)
-    assert "rank 1 raised RuntimeError: rank 1 crashed on purpose at step 2" in result.output
-    assert "the other ranks were stopped" in result.output
-    assert result.duration < 60
+def test_the_shell_launcher_stops_the_others_when_a_rank_fails(tmp_path):
+    program = tmp_path / "one_fails.py"
+    program.write_text(
+        "import os, sys, time\n"
+        "print(f\"[rank {os.environ['RANK']}] started\", flush=True)\n"
+        "sys.exit(3) if os.environ['RANK'] == '1' else time.sleep(60)\n")
+    started = time.time()
+    completed = subprocess.run(["bash", "scripts/launch_local.sh", "2", str(program)],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60,
+                               env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
+    assert completed.returncode == 3, completed.stderr
+    assert "a rank exited with code 3; stopping the others" in completed.stderr
+    assert time.time() - started < 30  # rank 0 was killed, not waited for (it sleeps 60 s)
 
 
 @pytest.mark.parametrize("script", ["scripts/launch_local.sh", "scripts/slurm_ddp_mnist.sbatch"])
@@ -33,22 +40,33 @@ def test_the_shell_launcher_rejects_a_bad_process_count():
     assert completed.returncode == 2 and "usage:" in completed.stderr
 
 
+def test_three_ranks_under_torchrun_see_the_contract():
+    result = quiet_run("torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+                       "-m", "workers.launchers", "environments")
+    seen = {e["rank"]: e["variables"] for e in result.events_named("environment")}
+    assert sorted(seen) == [0, 1, 2]
+    for rank, variables in seen.items():
+        assert (variables["RANK"], variables["LOCAL_RANK"]) == (str(rank), str(rank))
+        assert variables["WORLD_SIZE"] == variables["LOCAL_WORLD_SIZE"] == "3"
+
+
 @pytest.mark.parametrize(
-    "launcher, options",
-    [("spawn", {"--world-size", "--events", "--timeout"}),
-     ("two-nodes", {"--nproc-per-node", "--events", "--timeout"})],
+    "demo, options",
+    [("environments", {"--nproc", "--events", "--timeout"}),
+     ("two-nodes", {"--nproc-per-node", "--events", "--timeout"}),
+     ("spawn-nodes", {"--nproc-per-node", "--events", "--timeout"})],
 )
-def test_each_launcher_documents_only_its_own_options(launcher, options, capsys):
-    completed = cli_in_process("workers.launchers", launcher, "--help", capsys=capsys)
+def test_each_demo_documents_only_its_own_options(demo, options, capsys):
+    completed = cli_in_process("workers.launchers", demo, "--help", capsys=capsys)
     assert help_options(completed) == options
 
 
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["spawn", "--world-size", "3"], "does not split evenly"),
-        (["spawn", "--epochs", "0"], "must be at least 1"),
+        (["environments", "--nproc", "0"], "must be at least 1"),
         (["two-nodes", "--nproc-per-node", "0"], "must be at least 1"),
+        (["spawn-nodes", "--epochs", "1"], "unrecognized arguments: --epochs"),
         (["ssh"], "invalid choice: 'ssh'"),
     ],
 )

@@ -1,6 +1,7 @@
 """The built site as a reader meets it: every page in a real Chromium (Debian's package, driven
-by Playwright), internal links and anchors, search, dark mode, the notebook downloads, and
-screenshots of the landing page and one chapter in light and dark under _build/screenshots."""
+by Playwright) that may reach nothing outside this machine, internal links and anchors, search,
+dark mode, the notebook downloads, and screenshots of the landing page and one chapter in light
+and dark under _build/screenshots. (Live pages and interactive figures: tests/test_live.py.)"""
 
 from __future__ import annotations
 
@@ -54,10 +55,26 @@ def browser():
         chromium.close()
 
 
+def outside_aborted(page, found: list[str]) -> None:
+    """Abort every request to anything but this machine, and report it: the site must work
+    offline, with everything it needs served by itself."""
+    def guard(route):
+        parts = urlsplit(route.request.url)
+        if parts.scheme in ("data", "blob") or parts.hostname in ("127.0.0.1", "localhost"):
+            route.continue_()
+        else:
+            found.append(f"request outside the site: {route.request.url}")
+            route.abort()
+
+    page.route("**/*", guard)
+
+
 def problems_on(browser, url: str, wait_for_images: bool = True) -> list[str]:
-    """Console errors, failed requests and broken images of one page, as readable lines."""
+    """Console errors, requests outside the site, failed requests and broken images of one
+    page, as readable lines."""
     page = browser.new_page()
     found = []
+    outside_aborted(page, found)
     page.on(
         "console", lambda m: m.type == "error" and found.append(f"console: {m.text}")
     )
@@ -238,6 +255,23 @@ def test_a_downloaded_notebook_is_the_chapter_and_runs_from_another_folder(site,
                             resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError if an import fails
     assert "workers.runner workers.render" in notebook.cells[0].outputs[0]["text"]
+
+
+def test_plotly_only_where_a_figure_is_and_a_live_bar_on_every_chapter(site):
+    """plotly.js (4.8 MB) loads only on pages that draw an interactive figure; every chapter
+    can go live, with Thebe served by the site itself (scripts/live.py, _ext/live_pages.py)."""
+    html_dir, _ = site
+    assert (html_dir / "_thebe" / "index.js").is_file(), "run scripts/fetch_thebe.py"
+    assert (html_dir / "_plotly" / "plotly.min.js").is_file()
+    for path in pages(html_dir):
+        soup = BeautifulSoup(path.read_text(), "html.parser")
+        scripts = [tag.get("src", "") for tag in soup.select("script")]
+        assert any("_plotly/plotly.min.js" in src for src in scripts) == bool(
+            soup.select(".live-figure")), path.name
+        assert not any("thebe" in src and "_thebe" not in src for src in scripts), path.name
+    for name in chapters():
+        soup = BeautifulSoup((html_dir / "book" / f"{name}.html").read_text(), "html.parser")
+        assert soup.select(".live-bar button.live-start"), name
 
 
 def test_the_site_root_serves_a_favicon(site):

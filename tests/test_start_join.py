@@ -1,5 +1,6 @@
 """workers.start_join beyond what its chapter runs: other process counts and start methods,
-the events file from a shell, each demo's --help, and bad input."""
+the parent's exit under fork, orphans of a SIGKILLed parent, the events file from a shell,
+each demo's --help, and bad input."""
 
 from __future__ import annotations
 
@@ -26,6 +27,32 @@ def test_join_orders_the_parent_after_every_child(processes, method):
         assert expected <= event["t_end"] - event["t"] < expected + 1.0
 
 
+def test_without_join_the_parent_process_outlives_its_forked_children():
+    result = quiet_run("workers.start_join", "no-join", "--processes", "2", "--step", "0.2",
+                       "--start-method", "fork")
+    code_done = result.events_named("parent's code done")[0]["t"]
+    exited = result.events_named("parent exited")[0]
+    last_work = max(e["t_end"] for e in result.events_named("child working"))
+    assert code_done < last_work <= exited["t"] and exited["code"] == 0
+
+
+def test_children_of_a_killed_parent_live_on_until_stopped_by_pid():
+    result = quiet_run("workers.start_join", "orphans", "--kill-parent", "KILL",
+                       "--start-method", "fork")
+    orphans = result.events_named("orphans")[0]
+    assert orphans["code"] == -9 and not orphans["daemon"]
+    assert orphans["alive"] == orphans["children"] and len(orphans["children"]) == 2
+    assert result.lines_of("main")[-1] == "stopped them by pid; still running: []"
+
+
+def test_threads_and_processes_do_the_same_work_one_worker_each():
+    result = quiet_run("workers.start_join", "threads-or-processes", "--workers", "1",
+                       "--millions", "0.5", "--repeats", "1")
+    counted = result.events_named("counted")
+    assert [e["kind"] for e in counted] == ["threads", "processes"]
+    assert all(e["workers"] == 1 and 0 < e["cores"] < 1.2 for e in counted)
+
+
 def test_events_file_from_a_shell_is_json_lines(tmp_events):
     completed = cli("workers.start_join", "join", "--processes", "2", "--step", "0.1",
                     "--events", str(tmp_events))
@@ -41,6 +68,10 @@ def test_events_file_from_a_shell_is_json_lines(tmp_events):
         ("join", {"--processes", "--step", "--start-method", "--events", "--timeout"}),
         ("daemon", {"--processes", "--seconds", "--start-method", "--events", "--timeout"}),
         ("exit-codes", {"--start-method", "--events", "--timeout"}),
+        ("no-join", {"--processes", "--step", "--start-method", "--events", "--timeout"}),
+        ("threads-or-processes", {"--workers", "--millions", "--repeats", "--start-method",
+                                  "--events", "--timeout"}),
+        ("orphans", {"--daemon", "--kill-parent", "--start-method", "--events", "--timeout"}),
     ],
 )
 def test_each_demo_documents_only_its_own_options(demo, options, capsys):
@@ -63,6 +94,9 @@ def test_help_from_a_shell_lists_the_demos():
         (["join", "--step", "-1"], ["--step", "must be above 0"]),
         (["join", "--start-method", "teleport"], ["invalid choice: 'teleport'"]),
         (["exit-codes", "--step", "1"], ["unrecognized arguments: --step"]),
+        (["orphans", "--kill-parent", "HUP"], ["invalid choice: 'HUP'"]),
+        (["threads-or-processes", "--workers", "0"], ["must be at least 1"]),
+        (["threads-or-processes", "--workers", "65"], ["at most 64"]),
         (["jion"], ["invalid choice: 'jion'"]),
         ([], ["required: DEMO"]),
         (["join", "--events", "/no/such/folder/events.jsonl"], ["cannot write the events file"]),

@@ -1,5 +1,6 @@
 """workers.start_methods beyond what its chapter runs: start-up measured for another process count
-and one method alone, the CUDA demo's refusal without a GPU, each demo's --help, and bad input."""
+and one method alone, a forked child's change that stays its own, the CUDA demo's refusal without
+a GPU, each demo's --help, and bad input."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ def test_startup_measures_each_process_of_the_chosen_methods_only():
     assert [e["method"] for e in result.events_named("start-up")] == ["fork"] * 4
     assert [e["process"] for e in result.events_named("start-up")] == [0, 1, 2, 3]
     assert all(0 < cost < 1 for cost in costs)  # a fork copies a parent that has torch already
+
+
+def test_a_forked_childs_change_never_reaches_the_parent():
+    result = quiet_run("workers.start_methods", "inherit", "--methods", "fork")
+    assert "a value the parent set at run time" in result.lines_of(0)[0]
+    after = result.events_named("after children")[0]["setting"]
+    assert after == "a value the parent set at run time"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")

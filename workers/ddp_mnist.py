@@ -4,7 +4,6 @@
     python -m workers.ddp_mnist manual --world-size 2
     python -m workers.ddp_mnist ddp --world-size 2 --checkpoint ckpt.pt
     python -m workers.ddp_mnist compare --world-size 2 --checkpoint-dir DIR
-    python -m workers.ddp_mnist sampler-order --world-size 2
     python -m workers.ddp_mnist mistakes
     torchrun --standalone --nproc-per-node 2 -m workers.ddp_mnist ddp
 
@@ -45,7 +44,7 @@ from workers.ranks import (
     add_common_options,
     fail,
     first_line,
-    launch,
+    free_port,
     open_events,
     positive_float,
     positive_int,
@@ -84,6 +83,18 @@ def average_gradients(model: nn.Module, world_size: int) -> None:
 # --- training, in every mode --------------------------------------------------------------
 
 
+def training_step(model: nn.Module, images, labels, optimizer, mode: str,
+                  world_size: int) -> torch.Tensor:
+    """One step, the same in every mode; only "manual" averages the gradients itself."""
+    loss = F.cross_entropy(model(images), labels)
+    optimizer.zero_grad()
+    loss.backward()  # under DDP, gradients are averaged here, bucket by bucket
+    if mode == "manual":
+        average_gradients(model, world_size)
+    optimizer.step()
+    return loss
+
+
 def train(model: nn.Module, mode: str, rank: int, world_size: int, args, device,
           events: Events) -> None:
     """Train ``model`` (DDP-wrapped for mode "ddp") on this rank's share of each batch."""
@@ -107,19 +118,24 @@ def train(model: nn.Module, mode: str, rank: int, world_size: int, args, device,
             maybe_crash(rank, step, args)
             with events.span(rank, "step", mode=mode, epoch=epoch, step=step) as record:
                 images, labels = images.to(device, dtype), labels.to(device)
-                loss = F.cross_entropy(model(images), labels)
-                optimizer.zero_grad()
-                loss.backward()  # under DDP, gradients are averaged here, bucket by bucket
-                if mode == "manual":
-                    average_gradients(model, world_size)
-                optimizer.step()
+                loss = training_step(model, images, labels, optimizer, mode, world_size)
                 record["loss"] = loss.item()
             step += 1
         accuracy = evaluate(model, test_set, rank, world_size, device)
+        last = global_batch_loss(loss, world_size)
         if rank == 0:
-            say(rank, f"epoch {epoch}: loss {loss.item():.3f}, test accuracy "
+            say(rank, f"epoch {epoch}: loss {last:.3f} (last global batch), test accuracy "
                       f"{accuracy:.2%}")
-        events.emit(rank, "epoch", mode=mode, epoch=epoch, steps=step, accuracy=accuracy)
+        events.emit(rank, "epoch", mode=mode, epoch=epoch, steps=step, accuracy=accuracy,
+                    loss=last)
+
+
+def global_batch_loss(loss: torch.Tensor, world_size: int) -> float:
+    """The mean loss over the whole global batch: the mean of the ranks' equal shares'."""
+    total = loss.detach().clone()
+    if world_size > 1:
+        dist.all_reduce(total)
+    return total.item() / world_size
 
 
 def evaluate(model, test_set, rank: int, world_size: int, device) -> float:
@@ -138,18 +154,14 @@ def evaluate(model, test_set, rank: int, world_size: int, device) -> float:
     return (counts[0] / counts[1]).item()
 
 
-def save_and_reload(model, path: str, rank: int, world_size: int, device, events) -> None:
+def save_and_reload(model, path: str, rank: int, world_size: int, device) -> dict:
     """Rank 0 writes the checkpoint; every rank reads it back onto its own device."""
     if rank == 0:
         torch.save(model.state_dict(), path)  # the plain module's weights: no "module."
-        say(rank, f"saved {path}")
     if world_size > 1:
         dist.barrier()  # nobody reads before rank 0 has finished writing
     # map_location: a tensor saved from cuda:0 would else load onto cuda:0 on every rank
-    loaded = torch.load(path, map_location=device, weights_only=True)
-    largest = max((loaded[k] - v).abs().max().item() for k, v in model.state_dict().items())
-    say(rank, f"reloaded {path}: largest difference from my weights {largest:g}")
-    events.emit(rank, "checkpoint", path=path, largest_difference=largest)
+    return torch.load(path, map_location=device, weights_only=True)
 
 
 def maybe_crash(rank: int, step: int, args) -> None:
@@ -169,7 +181,13 @@ def train_and_save(mode: str, rank: int, world_size: int, args, device, events) 
     train(model, mode, rank, world_size, args, device, events)
     plain = model.module if mode == "ddp" else model  # the model DDP wraps
     if args.checkpoint:
-        save_and_reload(plain, args.checkpoint, rank, world_size, device, events)
+        loaded = save_and_reload(plain, args.checkpoint, rank, world_size, device)
+        largest = max((loaded[k] - v).abs().max().item()
+                      for k, v in plain.state_dict().items())
+        if args.demo != "compare" or rank == 0:  # compare's table checks the files
+            say(rank, f"saved {args.checkpoint} (rank 0) and reloaded it: largest "
+                      f"difference from my weights {largest:g}")
+        events.emit(rank, "checkpoint", path=args.checkpoint, largest_difference=largest)
 
 
 def rank_main(rank: int, job: Job, args, mode: str) -> None:
@@ -210,67 +228,43 @@ def compare(job: Job, args, events: Events) -> int:
 # --- what goes wrong ----------------------------------------------------------------------
 
 
-def sampler_order(args, events: Events) -> int:
-    """The first indices DistributedSampler gives rank 0, with and without set_epoch."""
-    size = 4000
-    for calls_set_epoch in (True, False):
-        sampler = DistributedSampler(range(size), num_replicas=args.world_size, rank=0,
+def mistakes(args, events: Events) -> int:
+    """The recipe's mistakes, each shown by the order, error or count it produces."""
+    size, world_size = args.test_images, args.world_size
+    for calls_set_epoch in (True, False):  # the first indices rank 0 gets in each epoch
+        sampler = DistributedSampler(range(size), num_replicas=world_size, rank=0,
                                      shuffle=True, seed=args.seed)
-        for epoch in range(args.epochs):
+        for epoch in range(2):
             if calls_set_epoch:
                 sampler.set_epoch(epoch)
             first = list(sampler)[:6]
-            say(0, f"{'with' if calls_set_epoch else 'without'} set_epoch, epoch {epoch}: "
-                   f"first indices {first}")
-            events.emit(0, "order", set_epoch=calls_set_epoch, epoch=epoch, first=first)
+            called = "with" if calls_set_epoch else "without"
+            say_main(f"{called} set_epoch, epoch {epoch}: first indices {first}")
+            events.emit("main", "order", set_epoch=calls_set_epoch, epoch=epoch,
+                        first=first)
     try:  # the sampler decides the order, so the DataLoader may not shuffle as well
         DataLoader(range(size), sampler=sampler, shuffle=True)
     except ValueError as error:
         say_main(f"DataLoader(sampler=..., shuffle=True) -> ValueError: {error}")
-        events.emit("main", "sampler and shuffle", error=str(error))
-    return 0
-
-
-class MnistNetWithUnusedLayer(MnistNet):
-    """MnistNet with a layer that never takes part in the loss: a classic DDP error."""
-
-    def __init__(self):
-        super().__init__()
-        self.unused = nn.Linear(10, 10)  # created, registered, never called in forward
-
-
-def wrap_wrongly(model: nn.Module, device) -> DDP:
-    """DDP with device_ids on a CPU model: right for a model on a GPU, an error here."""
-    return DDP(model, device_ids=[0])
-
-
-def mistake_rank(rank: int, job: Job, args, mistake: str) -> None:
-    with joined(job, rank) as device:
-        train_with_mistake(mistake, rank, job.world_size, args, device)
-
-
-def train_with_mistake(mistake: str, rank: int, world_size: int, args, device) -> None:
-    torch.manual_seed(args.seed)
-    if mistake == "device_ids on a CPU model":
-        model = wrap_wrongly(MnistNet().to(device), device)
-    else:
-        fixed = mistake.endswith("find_unused_parameters=True")
-        model = wrap(MnistNetWithUnusedLayer().to(device), device,
-                     find_unused_parameters=fixed)
-    train(model, "ddp", rank, world_size, args, device, Events(args.events))
-
-
-MISTAKES = ["a layer unused in forward", "the same, with find_unused_parameters=True",
-            "device_ids on a CPU model"]
-
-
-def mistakes(job: Job, args, events: Events) -> int:
-    """Each classic mistake in a job of its own; its outcome is reported, not raised."""
-    for mistake in MISTAKES:
-        say_main(f"--- {mistake}")
-        code = launch(mistake_rank, (job.on_fresh_port(), args, mistake), job.world_size,
-                      timeout=job.timeout, preload=PRELOAD)
-        events.emit("main", "mistake", mistake=mistake, exit_code=code)
+        events.emit("main", "mistake", mistake="sampler and shuffle", error=str(error))
+    # device_ids on a CPU model: DDP refuses it in its constructor, so one rank shows it
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+                            rank=0, world_size=1)
+    try:
+        DDP(MnistNet(), device_ids=[0])  # right for a model on GPU 0; this one is on CPU
+    except ValueError as error:
+        say_main(f"DDP(cpu_model, device_ids=[0]) -> ValueError: {first_line(error)}")
+        events.emit("main", "mistake", mistake="device_ids", error=str(error))
+    finally:
+        dist.destroy_process_group()
+    # evaluating with DistributedSampler: it pads every rank's share to the same length
+    seen = [i for r in range(world_size)
+            for i in DistributedSampler(range(size), world_size, r, shuffle=False)]
+    twice = sorted({i for i in seen if seen.count(i) > 1})
+    say_main(f"DistributedSampler over {size} test images on {world_size} ranks: "
+             f"{len(seen)} scored, images {twice} twice")
+    events.emit("main", "mistake", mistake="padding", size=size, seen=len(seen),
+                twice=twice)
     return 0
 
 
@@ -307,8 +301,8 @@ def command_line() -> Parser:
     manual = demos.add_parser("manual", help="N ranks averaging gradients by hand")
     ddp = demos.add_parser("ddp", help="N ranks with DistributedDataParallel")
     compare_demo = demos.add_parser("compare", help="single, manual and ddp, in turn")
-    order = demos.add_parser("sampler-order", help="a sampler with and without set_epoch")
-    wrong = demos.add_parser("mistakes", help="the classic DDP mistakes, a job for each")
+    wrong = demos.add_parser("mistakes", help="set_epoch, sampler and shuffle, device_ids "
+                                              "on a CPU model, padded evaluation")
     for demo in (single_demo, manual, ddp):
         add_training_options(demo)
         demo.add_argument("--checkpoint", metavar="PATH",
@@ -316,19 +310,19 @@ def command_line() -> Parser:
     add_training_options(compare_demo, epochs=1)
     compare_demo.add_argument("--checkpoint-dir", metavar="DIR", required=True,
                               help="an existing folder for single.pt, manual.pt and ddp.pt")
-    add_training_options(wrong, epochs=1, train_images=120)
     for demo in (manual, ddp):
         demo.add_argument("--crash-rank", type=int, metavar="R",
                           help="rank R raises an exception at step --crash-at-step")
         demo.add_argument("--crash-at-step", type=int, default=5, metavar="K",
                           help="the global step at which --crash-rank fails (default 5)")
-    for demo in (manual, ddp, compare_demo, wrong):
+    for demo in (manual, ddp, compare_demo):
         add_job_options(demo)
-    order.add_argument("--world-size", type=positive_int, default=2,
-                       help="ranks (default 2)")
-    order.add_argument("--epochs", type=positive_int, default=2, help="default 2")
-    order.add_argument("--seed", type=int, default=0, help="default 0")
-    for demo in (single_demo, manual, ddp, compare_demo, order, wrong):
+    wrong.add_argument("--world-size", type=positive_int, default=3,
+                       help="the ranks the samplers split for (default 3)")
+    wrong.add_argument("--test-images", type=positive_int, default=1000, metavar="N",
+                       help="the size of the data set they split (default 1000)")
+    wrong.add_argument("--seed", type=int, default=0, help="default 0")
+    for demo in (single_demo, manual, ddp, compare_demo, wrong):
         add_common_options(demo, timeout=120)
     return parser
 
@@ -337,8 +331,8 @@ def main(argv=None) -> int:
     parser = command_line()
     args = parser.parse_args(argv)
     events = open_events(args.events)
-    if args.demo == "sampler-order":
-        return sampler_order(args, events)
+    if args.demo == "mistakes":  # one process, no data: the samplers and DDP's constructor
+        return mistakes(args, events)
     least = 1 if args.demo == "ddp" else 2  # DDP runs on one rank too (one GPU, say)
     job = None if args.demo == "single" else job_from_args(parser, args, least)
     world_size = job.world_size if job else 1
@@ -364,8 +358,6 @@ def main(argv=None) -> int:
         return single(args, events)
     if args.demo == "compare":
         return compare(job, args, events)
-    if args.demo == "mistakes":
-        return mistakes(job, args, events)
     return run_ranks(job, rank_main, args, args.demo, preload=PRELOAD)
 
 

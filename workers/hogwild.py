@@ -1,10 +1,10 @@
 """Hogwild training, tensors shared between processes, and CPU oversubscription measured.
 
-    python -m workers.hogwild train --processes 2 --threads 1 --epochs 2
+    python -m workers.hogwild train --processes 2 --steps 100 --repeats 3
     python -m workers.hogwild shared --processes 3
     python -m workers.hogwild queue
     python -m workers.hogwild fd-limit --nofile 64
-    python -m workers.hogwild grid                       # processes x threads, measured
+    python -m workers.hogwild grid --repeats 3           # processes x threads, measured
     python -m workers.hogwild cuda                       # needs a GPU
     torchrun --standalone --nproc-per-node 2 -m workers.hogwild threads
 
@@ -62,27 +62,37 @@ def set_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
-def hogwild_process(rank, model, images, labels, args, events: Events) -> None:
-    """One of M processes training the one shared model, with no lock at all.
+def hogwild_steps(model, images, labels, steps: int, batch_size: int, lr: float,
+                  generator: torch.Generator):
+    """The Hogwild loop: ``steps`` plain SGD steps on a model whose parameters are shared,
+    yielding each step's loss. ``optimizer.step()`` writes straight into the weights every
+    other process is reading, with no lock; the gradients are this process's own."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for _ in range(steps):
+        batch = torch.randint(len(labels), (batch_size,), generator=generator)
+        loss = F.cross_entropy(model(images[batch]), labels[batch])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()  # lock-free: races with the other processes' steps
+        yield loss.item()
 
-    ``model``'s parameters live in shared memory, so optimizer.step() here writes straight
-    into the weights every other process is reading. Gradients are this process's own.
-    """
-    threads = set_threads(args.threads)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+
+def hogwild_process(rank, model, images, labels, steps, threads, run, args,
+                    events: Events) -> None:
+    """One process of a run: ``hogwild_steps``, timed, its loss recorded every few steps."""
+    threads = set_threads(threads)
     generator = torch.Generator().manual_seed(args.seed + rank)  # a different order each
-    cpu_began = time.process_time()
-    with events.span(rank, "trained", threads=threads, pid=os.getpid()) as record:
-        for epoch in range(args.epochs):
-            order = torch.randperm(len(labels), generator=generator)
-            for first in range(0, len(order), args.batch_size):
-                batch = order[first : first + args.batch_size]
-                loss = F.cross_entropy(model(images[batch]), labels[batch])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()  # lock-free: races with the other processes' steps
-            say(rank, f"epoch {epoch}: loss {loss.item():.3f} ({threads} thread(s))")
-        record["cpu"] = time.process_time() - cpu_began
+    losses = hogwild_steps(model, images, labels, steps, args.batch_size, args.lr,
+                           generator)
+    with events.span(rank, "trained", threads=threads, pid=os.getpid(), **run):
+        for step, loss in enumerate(losses):
+            if step % LOSS_EVERY == 0:
+                events.emit(rank, "loss", step=step, loss=loss, **run)
+    say(rank, f"{run['processes']} process(es), repeat {run['repeat']}: {steps} steps "
+              f"with {threads} thread(s), last loss {loss:.3f}")
+
+
+LOSS_EVERY = 5  # steps between two recorded losses
 
 
 def accuracy(model, images, labels) -> float:
@@ -91,21 +101,28 @@ def accuracy(model, images, labels) -> float:
 
 
 def hogwild_training(args, events: Events) -> int:
+    """One process against ``--processes`` Hogwild processes, the same number of updates in
+    all (``--steps`` per Hogwild process), each with its share of the cores."""
     (images, labels), (test_images, test_labels) = shared_mnist(args.data_root)
-    torch.manual_seed(args.seed)
-    model = MnistNet()
-    model.share_memory()  # parameters go to shared memory; children get handles, not copies
-    say_main(f"{args.processes} processes training one shared model on {len(labels):,} "
-             f"images, {args.epochs} epoch(s) each")
-    begin = time.time()
-    code = launch(hogwild_process, (model, images, labels, args, events), args.processes,
-                  timeout=args.timeout, preload=PRELOAD)
-    if code:
-        return code
-    seconds = time.time() - begin
-    score = accuracy(model, test_images, test_labels)  # the parent sees the trained weights
-    say_main(f"test accuracy of the shared model: {score:.2%} after {seconds:.1f} s")
-    events.emit("main", "accuracy", accuracy=score, seconds=seconds)
+    cores = len(os.sched_getaffinity(0))  # the cores this process may use
+    updates = args.steps * args.processes
+    say_main(f"{updates} updates of {args.batch_size} images, by 1 process and by "
+             f"{args.processes} Hogwild processes, {args.repeats} time(s) each")
+    for repeat in range(args.repeats):
+        for processes in sorted({1, args.processes}):
+            torch.manual_seed(args.seed)  # the same initial weights every time
+            model = MnistNet()
+            model.share_memory()  # parameters to shared memory: children get handles
+            threads = args.threads or max(1, cores // processes)
+            run = dict(processes=processes, repeat=repeat)
+            job = (model, images, labels, updates // processes, threads, run, args, events)
+            code = launch(hogwild_process, job, processes, timeout=args.timeout,
+                          preload=PRELOAD)
+            if code:
+                return code
+            score = accuracy(model, test_images, test_labels)  # what the children wrote
+            say_main(f"{processes} process(es), repeat {repeat}: test accuracy {score:.2%}")
+            events.emit("main", "accuracy", accuracy=score, threads=threads, **run)
     return 0
 
 
@@ -181,33 +198,43 @@ def shared(args, events: Events) -> int:
 # --- tensors through queues ---------------------------------------------------------------
 
 
+def send_then_write(to_consumer, received, written, events: Events) -> None:
+    """The producer: send a tensor, then write to it after the consumer has it."""
+    tensor = torch.zeros(4)
+    address = tensor.data_ptr()
+    to_consumer.put(tensor)  # copies it into shared memory, once, and sends a handle
+    received.wait()
+    moved = tensor.data_ptr() != address
+    say(0, f"after put: is_shared={tensor.is_shared()}, moved to new memory={moved}")
+    tensor[0] = 42  # a write *after* sending ...
+    written.set()
+    events.emit(0, "sent", shared_after=tensor.is_shared(), moved=moved)
+
+
+def receive_then_read(to_consumer, received, written, args, events: Events) -> None:
+    """The consumer: the producer's later write is seen here, in the same memory."""
+    tensor = to_consumer.get(timeout=args.timeout)
+    received.set()
+    written.wait()
+    say(1, f"received {tensor.tolist()}: the producer's later write is visible")
+    events.emit(1, "received", value=tensor[0].item(), shared=tensor.is_shared())
+
+
 def queue_process(rank, to_consumer, received, written, queues, both_done, events, args):
-    """Rank 0 produces, rank 1 consumes."""
+    """Rank 0 produces, rank 1 consumes: the visibility lesson, then the benchmark."""
     if rank == 0:
-        tensor = torch.zeros(4)
-        say(rank, f"before put: is_shared={tensor.is_shared()}")
-        to_consumer.put(tensor)  # moves its storage to shared memory, and sends a handle
-        received.wait()
-        say(rank, f"after the consumer got it: is_shared={tensor.is_shared()}; writing 42")
-        tensor[0] = 42  # a write *after* sending ...
-        written.set()
-        events.emit(rank, "sent", shared_after=tensor.is_shared())
+        send_then_write(to_consumer, received, written, events)
     else:
-        tensor = to_consumer.get(timeout=args.timeout)
-        received.set()
-        written.wait()
-        say(rank, f"received {tensor.tolist()}: the producer's later write is visible")
-        events.emit(rank, "received", value=tensor[0].item(), shared=tensor.is_shared())
-    for queue_type in ("Queue", "SimpleQueue"):
-        for pattern in ("new buffer each time", "buffers sent back"):
-            forward, back = queues[(queue_type, pattern)]
-            transfer(rank, forward, back, queue_type, pattern, args, events)
+        receive_then_read(to_consumer, received, written, args, events)
+    for repeat in range(args.repeats):
+        for (queue_type, pattern), (forward, back) in queues.items():
+            transfer(rank, forward, back, queue_type, pattern, repeat, args, events)
             # Neither side may exit while the other still unpickles a tensor it sent: the
             # receiver of a handle fetches the memory through the sender's process.
             both_done.wait()
 
 
-def transfer(rank, forward, back, queue_type, pattern, args, events) -> None:
+def transfer(rank, forward, back, queue_type, pattern, repeat, args, events) -> None:
     """``args.items`` tensors of 1 MB from rank 0 to rank 1, timed on the consumer.
 
     ``forward`` carries filled tensors to the consumer; ``back`` returns them for reuse.
@@ -221,13 +248,14 @@ def transfer(rank, forward, back, queue_type, pattern, args, events) -> None:
             if pattern == "buffers sent back":
                 buffer = back.get()  # a free buffer the consumer returned
             else:
-                buffer = torch.empty(numel)  # a new storage: new shared memory every time
+                buffer = torch.empty(numel)  # new shared memory, and a copy, every time
             buffer.fill_(i)
             forward.put(buffer)
         while not isinstance(back.get(), str):
             pass  # buffers still coming back, until the consumer's "done"
     else:
-        with events.span(rank, "transfer", queue=queue_type, pattern=pattern, items=count):
+        with events.span(rank, "transfer", queue=queue_type, pattern=pattern, items=count,
+                         repeat=repeat):
             total = 0.0
             for _ in range(count):
                 buffer = forward.get()
@@ -298,6 +326,13 @@ def fd_limit(args, events: Events) -> int:
 # --- oversubscription, measured -----------------------------------------------------------
 
 
+def context_switches() -> tuple[int, int]:
+    """How often this process's threads, all of them, gave up a core to wait (voluntary)
+    or were taken off one by the scheduler (involuntary), so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # summed over the process's threads
+    return usage.ru_nvcsw, usage.ru_nivcsw
+
+
 def grid_process(rank, model, images, labels, threads, steps, batch_size, start, results):
     used = set_threads(threads)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -305,27 +340,29 @@ def grid_process(rank, model, images, labels, threads, steps, batch_size, start,
     batches = [torch.randint(len(labels), (batch_size,), generator=generator)
                for _ in range(steps)]
     start.wait()  # every process starts the clock together
-    began, cpu_began = time.time(), time.process_time()
+    began, cpu_began, switches_began = time.time(), time.process_time(), context_switches()
     for batch in batches:
         loss = F.cross_entropy(model(images[batch]), labels[batch])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    voluntary, involuntary = (now - then for now, then
+                              in zip(context_switches(), switches_began))
     results.put(dict(t=began, t_end=time.time(), threads=used, images=steps * batch_size,
-                     cpu=time.process_time() - cpu_began))
+                     cpu=time.process_time() - cpu_began, voluntary=voluntary,
+                     involuntary=involuntary))
 
 
 def thread_settings(processes: int, cores: int) -> list[tuple[str, int | None]]:
-    """PyTorch's default, the floor(cores / processes) rule, and 1; each count once."""
+    """The distinct thread counts among PyTorch's default, the rule max(1, cores //
+    processes), and 1, each with the names of the settings it stands for."""
     default = torch.get_num_threads()
-    settings, seen = [], set()
-    for label, threads in [("default", None), ("floor(N/M)", max(1, cores // processes)),
-                           ("1 thread", 1)]:
-        count = default if threads is None else threads
-        if count not in seen:
-            seen.add(count)
-            settings.append((label, threads))
-    return settings
+    named: dict[int, list[str]] = {}
+    for label, count in [("default", default), ("rule", max(1, cores // processes)),
+                         ("1 thread", 1)]:
+        named.setdefault(count, []).append(label)
+    return [(" = ".join(labels), None if count == default else count)
+            for count, labels in named.items()]
 
 
 def grid(args, events: Events) -> int:
@@ -333,25 +370,30 @@ def grid(args, events: Events) -> int:
     cores = len(os.sched_getaffinity(0))  # the cores this process may use
     default = torch.get_num_threads()
     say_main(f"{cores} cores; PyTorch's default here is {default} threads per process")
-    for processes in args.grid_processes:
-        for label, threads in thread_settings(processes, cores):
-            model = MnistNet()
-            model.share_memory()
-            start, results = CONTEXT.Barrier(processes), CONTEXT.SimpleQueue()
-            job = (model, images, labels, threads, args.steps, args.batch_size, start,
-                   results)
-            code = launch(grid_process, job, processes, args.timeout, preload=PRELOAD)
-            if code:
-                return code
-            work = [results.get() for _ in range(processes)]
-            wall = max(e["t_end"] for e in work) - min(e["t"] for e in work)
-            rate = sum(e["images"] for e in work) / wall
-            cpu = sum(e["cpu"] for e in work)
-            threads_each = work[0]["threads"]
-            say_main(f"{processes} process(es) x {threads_each} thread(s) ({label:>10}): "
-                     f"{rate:7.0f} images/s, CPU time / wall time {cpu / wall:4.2f}")
-            events.emit("main", "grid", processes=processes, setting=label,
-                        threads=work[0]["threads"], rate=rate, wall=wall, cpu=cpu)
+    for repeat in range(args.repeats):  # the repeats interleaved, so a slow spell of the
+        for processes in args.grid_processes:  # machine falls on every setting alike
+            for label, threads in thread_settings(processes, cores):
+                model = MnistNet()
+                model.share_memory()
+                start, results = CONTEXT.Barrier(processes), CONTEXT.SimpleQueue()
+                job = (model, images, labels, threads, args.steps, args.batch_size, start,
+                       results)
+                code = launch(grid_process, job, processes, args.timeout, preload=PRELOAD)
+                if code:
+                    return code
+                work = [results.get() for _ in range(processes)]
+                wall = max(e["t_end"] for e in work) - min(e["t"] for e in work)
+                rate = sum(e["images"] for e in work) / wall
+                cpu = sum(e["cpu"] for e in work)
+                voluntary = sum(e["voluntary"] for e in work)
+                involuntary = sum(e["involuntary"] for e in work)
+                threads_each = work[0]["threads"]
+                say_main(f"{processes} x {threads_each} thread(s) ({label}), repeat "
+                         f"{repeat}: {rate:6.0f} images/s, CPU/wall {cpu / wall:4.2f}, "
+                         f"{(voluntary + involuntary) / wall:7.0f} switches/s")
+                events.emit("main", "grid", processes=processes, setting=label,
+                            threads=threads_each, repeat=repeat, rate=rate, wall=wall,
+                            cpu=cpu, voluntary=voluntary, involuntary=involuntary)
     return 0
 
 
@@ -406,19 +448,25 @@ def command_line() -> Parser:
         demo.add_argument("--processes", type=positive_int, default=processes,
                           help=f"M processes (default {processes})")
     train.add_argument("--threads", type=positive_int, default=None,
-                       help="threads per process (default: PyTorch's default, unchanged)")
-    train.add_argument("--epochs", type=positive_int, default=2,
-                       help="epochs per process (default 2)")
+                       help="threads per process (default: max(1, cores // processes))")
+    train.add_argument("--steps", type=positive_int, default=100,
+                       help="steps per Hogwild process; the one process takes as many "
+                            "as all of them together (default 100)")
     train.add_argument("--lr", type=positive_float, default=0.01,
                        help="M processes step the shared weights M times as often as one "
                             "(default 0.01)")
     train.add_argument("--seed", type=int, default=0, help="default 0")
+    for demo in (train, grid_demo):
+        demo.add_argument("--repeats", type=positive_int, default=1,
+                          help="times each setting is run (default 1)")
     for demo in (train, grid_demo):
         demo.add_argument("--batch-size", type=positive_int, default=40, help="default 40")
         demo.add_argument("--data-root", default=DEFAULT_DATA_ROOT, metavar="DIR",
                           help="where MNIST/raw is, or will be written (default: data/)")
     queue.add_argument("--items", type=positive_int, default=300,
                        help="tensors per transfer pattern (default 300)")
+    queue.add_argument("--repeats", type=positive_int, default=1,
+                       help="times each pattern is measured (default 1)")
     strategies = ["file_descriptor", "file_system"]
     limit.add_argument("--strategies", nargs="+", choices=strategies, default=strategies,
                        help="sharing strategies to try, one job each (default both)")

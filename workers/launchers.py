@@ -1,132 +1,217 @@
-"""Launching the data-parallel worker (workers.ddp_mnist) with mp.spawn, and as two "nodes".
+"""Launchers: what each one tells its processes, and one job on two "machines".
 
-    python -m workers.launchers spawn --world-size 2 --epochs 1 --train-images 800
-    python -m workers.launchers two-nodes --nproc-per-node 2 --epochs 1 --train-images 800
+    python -m workers.launchers environments --nproc 2
+    python -m workers.launchers two-nodes --nproc-per-node 2
+    python -m workers.launchers spawn-nodes --nproc-per-node 2
 
-Options this launcher does not know are the training worker's (those of
-``python -m workers.ddp_mnist ddp``), and are handed to it. The chapter's other launchers
-need no module of their own:
-
-    torchrun --standalone --nproc-per-node 2 -m workers.ddp_mnist ddp --epochs 1
-    scripts/launch_local.sh 2 workers.ddp_mnist ddp --epochs 1
+``environments`` starts the same small rank under mp.spawn, torchrun and the shell loop
+(scripts/launch_local.sh), and every rank records the environment it was given.
+``two-nodes`` starts two torchrun agents that meet through a c10d rendezvous, each playing
+one machine; ``spawn-nodes`` starts programs/ddp_mnist.py twice, as the two machines of an
+mp.spawn job (``--nodes 2 --node-rank 0`` and ``1``). Both run on this machine's loopback
+address. Started as a rank (``RANK`` set, by torchrun or a script), ``environments`` and
+``two-nodes`` are that rank.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from datetime import timedelta
+from pathlib import Path
 
-from workers import ddp_mnist
-from workers.job import Job, job_from_args
-from workers.mnist import prepare_mnist
 from workers.ranks import (
+    Events,
     Parser,
     add_common_options,
     free_port,
+    open_events,
     positive_int,
+    say,
     say_main,
+    stop_with_its_launcher,
     wait_for,
 )
 
+REPOSITORY = Path(__file__).resolve().parent.parent
+CONTRACT = ["RANK", "LOCAL_RANK", "WORLD_SIZE"]
 
-def spawn(job: Job, training, timeout: float) -> int:
-    """torch.multiprocessing.spawn: N fresh interpreters, each runs rank_main(rank, ...)."""
+# --- what a launcher tells its processes ---------------------------------------------
+
+
+def report(local_rank: int, events_path: str | None, spawned: bool = True) -> None:
+    """One rank: say what the launcher told it, and record its whole environment."""
+    rank = int(os.environ.get("RANK", local_rank))  # mp.spawn: only its argument
+    told = ", ".join(f"{name}={os.environ.get(name, '(unset)')}" for name in CONTRACT)
+    say(rank, told + (f"; mp.spawn's argument {local_rank}" if spawned else ""))
+    Events(events_path).emit(rank, "environment", variables=dict(os.environ))
+
+
+def environments(args, events: Events) -> int:
+    """The same rank under mp.spawn, torchrun and the shell loop, one after the other."""
     import torch.multiprocessing as mp
 
-    processes = mp.spawn(
-        ddp_mnist.rank_main,  # called as rank_main(rank, *args) in every process
-        args=(job, training, "ddp"),
-        nprocs=job.world_size,
-        join=False,  # join=True would wait without a time limit
-    )
-    return wait_for(processes, timeout)  # a rank fails: ProcessRaisedException, all stopped
+    os.environ["PYTHON"] = sys.executable  # the interpreter the shell loop is to use
+    base = dict(os.environ)  # what every launcher is started with
+    events.emit("main", "base", variables=base)
+    rank_command = ["-m", "workers.launchers", "environments"]
+    launchers = {
+        "mp.spawn": None,
+        "torchrun": [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                     "--nproc-per-node", str(args.nproc), *rank_command],
+        "shell loop": ["bash", str(REPOSITORY / "scripts/launch_local.sh"), str(args.nproc),
+                       *rank_command[1:]],
+    }
+    for name, command in launchers.items():
+        say_main(f"--- {name}")
+        handle, recorded = tempfile.mkstemp(prefix="environments-", suffix=".jsonl")
+        os.close(handle)
+        try:
+            if command is None:
+                ranks = mp.spawn(report, args=(recorded,), nprocs=args.nproc, join=False)
+                code = wait_for(ranks, args.timeout)
+            else:
+                code = subprocess.run([*command, "--events", recorded], env=base,
+                                      timeout=args.timeout).returncode
+            for line in Path(recorded).read_text().splitlines():  # tagged with the launcher
+                record = json.loads(line)
+                events.emit(record.pop("rank"), record.pop("event"), t=record.pop("t"),
+                            launcher=name, **record)
+        finally:
+            os.unlink(recorded)
+        if code:
+            say_main(f"{name} ended with exit code {code}")
+            return 1
+    return 0
 
 
-def two_nodes(nproc_per_node: int, training_argv: list[str], timeout: float) -> int:
+# --- more than one machine ---------------------------------------------------------
+
+
+def node_rank(args, events: Events) -> None:
+    """One rank of the two-node job: join it through torchrun's environment, all-reduce."""
+    import torch
+    import torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    stop_with_its_launcher(rank)
+    events.emit(rank, "environment", variables=dict(os.environ))
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))  # env://
+    ones = torch.ones(1)
+    dist.all_reduce(ones)  # every rank of both nodes adds 1
+    say(rank, f"node {os.environ['GROUP_RANK']}, local rank {os.environ['LOCAL_RANK']}: "
+              f"rank {rank} of {dist.get_world_size()}; all_reduce of ones {ones.item():g}")
+    dist.destroy_process_group()
+
+
+def two_nodes(args) -> int:
     """Two torchrun agents on this machine, each playing one node of a 2 x N job.
 
     On real machines each agent runs on its own node with the same --rdzv-endpoint (an
     address every node can reach) and --rdzv-id; here both use the loopback address.
     """
     endpoint = f"127.0.0.1:{free_port()}"
-    agents = []
-    for node in range(2):
-        command = [
-            sys.executable, "-m", "torch.distributed.run",
-            "--nnodes", "2",
-            "--nproc-per-node", str(nproc_per_node),
-            "--rdzv-backend", "c10d",
-            "--rdzv-endpoint", endpoint,
-            "--rdzv-id", "two-node-demo",
-            "--rdzv-conf", f"join_timeout={int(timeout)}",
-            "--local-addr", "127.0.0.1",
-            "-m", "workers.ddp_mnist", "ddp", *training_argv,
-        ]
-        say_main(f"node {node}: " + " ".join(["torchrun", *command[3:]]))
-        agents.append(subprocess.Popen(command, start_new_session=True))
+    agent = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nnodes", "2",
+        "--nproc-per-node", str(args.nproc_per_node),
+        "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", endpoint,
+        "--rdzv-id", "two-node-demo",
+        "--rdzv-conf", f"join_timeout={int(args.timeout)}",
+        "--local-addr", "127.0.0.1",
+        "-m", "workers.launchers", "two-nodes", "--timeout", str(args.timeout),
+        *(["--events", args.events] if args.events else []),
+    ]
+    return run_nodes([agent, agent], args.timeout, shown=agent[3:-4])
+
+
+def spawn_nodes(args) -> int:
+    """programs/ddp_mnist.py on two "machines": mp.spawn on each, one shared address."""
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": os.environ.get("MASTER_PORT", str(free_port()))}
+    program = [sys.executable, "programs/ddp_mnist.py", "--nodes", "2",
+               "--nproc-per-node", str(args.nproc_per_node)]
+    machines = [[*program, "--node-rank", str(node)] for node in range(2)]
+    return run_nodes(machines, args.timeout, env=env)
+
+
+def run_nodes(commands: list[list[str]], timeout: float, env=None, shown=None) -> int:
+    """Start one process per "node", wait for all; one failing or the timeout stops all."""
+    nodes = []
+    for node, command in enumerate(commands):
+        words = shown if shown is not None else command[1:]
+        program = "torchrun" if shown is not None else "python"
+        say_main(f"node {node}: " + " ".join([program, *words]))
+        nodes.append(subprocess.Popen(command, cwd=REPOSITORY, env=env,
+                                      start_new_session=True))
     deadline = time.time() + timeout
     try:
-        while any(agent.poll() is None for agent in agents):
+        while any(node.poll() is None for node in nodes):
             if time.time() > deadline:
                 say_main(f"the job still ran after {timeout:g} s: stopping both nodes")
                 return 1
-            if any(agent.poll() not in (None, 0) for agent in agents):
-                break  # one node failed: torchrun's other agent would wait for it
+            if any(node.poll() not in (None, 0) for node in nodes):
+                break  # one node failed: the other would wait for it
             time.sleep(0.2)
     finally:
-        for agent in agents:  # nothing outlives the demo: each agent with its ranks
-            if agent.poll() is None:
-                os.killpg(agent.pid, signal.SIGTERM)
-        for agent in agents:
+        for node in nodes:  # nothing outlives the demo: each node with its ranks
+            if node.poll() is None:
+                os.killpg(node.pid, signal.SIGTERM)
+        for node in nodes:
             try:
-                agent.wait(timeout=10)
+                node.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                os.killpg(agent.pid, signal.SIGKILL)
-                agent.wait()
-    codes = [agent.returncode for agent in agents]
+                os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
+    codes = [node.returncode for node in nodes]
     say_main(f"both nodes finished with exit codes {codes}")
     return 0 if codes == [0, 0] else 1
 
 
+# --- command line -------------------------------------------------------------------
+
+
 def command_line() -> Parser:
     parser = Parser(prog="python -m workers.launchers",
-                    description=__doc__.split("\n\n")[0],
-                    epilog="Any other option is the training worker's: see "
-                           "python -m workers.ddp_mnist ddp --help")
-    launchers = parser.add_subparsers(dest="launcher", required=True, metavar="LAUNCHER")
-    spawn_demo = launchers.add_parser("spawn", help="mp.spawn, one process per rank")
-    nodes = launchers.add_parser("two-nodes", help="two torchrun agents as two nodes")
-    spawn_demo.add_argument("--world-size", type=positive_int, default=2,
-                            help="ranks (default 2)")
-    nodes.add_argument("--nproc-per-node", type=positive_int, default=2,
-                       help="ranks per node (default 2)")
-    for demo in (spawn_demo, nodes):
+                    description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    seen = demos.add_parser("environments",
+                            help="the variables mp.spawn, torchrun and the shell loop set")
+    nodes = demos.add_parser("two-nodes", help="two torchrun agents as two nodes")
+    spawned = demos.add_parser("spawn-nodes",
+                               help="programs/ddp_mnist.py under mp.spawn on two nodes")
+    seen.add_argument("--nproc", type=positive_int, default=2,
+                      help="processes each launcher starts (default 2)")
+    for demo in (nodes, spawned):
+        demo.add_argument("--nproc-per-node", type=positive_int, default=2,
+                          help="ranks per node (default 2)")
+    add_common_options(seen, timeout=60)
+    for demo in (nodes, spawned):  # a "machine" is a whole torch job starting up
         add_common_options(demo, timeout=120)
     return parser
 
 
 def main(argv=None) -> int:
-    args, training_argv = command_line().parse_known_args(argv)
-    if args.events:  # the ranks record the events
-        training_argv += ["--events", args.events]
-    world_size = args.world_size if args.launcher == "spawn" else 2 * args.nproc_per_node
-    training_argv = ["--world-size", str(world_size), "--timeout", str(args.timeout),
-                     *training_argv]
-    # The training worker checks its own options first: one clear line if one is wrong.
-    ddp_parser = ddp_mnist.command_line()
-    training = ddp_parser.parse_args(["ddp", *training_argv])
-    job = job_from_args(ddp_parser, training)
-    if training.batch_size % world_size:
-        ddp_parser.error(f"--batch-size {training.batch_size} does not split evenly over "
-                         f"{world_size} ranks")
-    say_main(f"data: {prepare_mnist(training.data_root, training.download)}")
-    if args.launcher == "spawn":
-        say_main(f"mp.spawn: {world_size} processes")
-        return spawn(job, training, timeout=args.timeout)
-    return two_nodes(args.nproc_per_node, training_argv, timeout=args.timeout)
+    args = command_line().parse_args(argv)
+    events = open_events(args.events)
+    started_as_rank = "RANK" in os.environ
+    if args.demo == "environments":
+        if started_as_rank:
+            report(int(os.environ["LOCAL_RANK"]), args.events, spawned=False)
+            return 0
+        return environments(args, events)
+    if args.demo == "two-nodes":
+        if started_as_rank:
+            node_rank(args, events)
+            return 0
+        return two_nodes(args)
+    return spawn_nodes(args)
 
 
 if __name__ == "__main__":

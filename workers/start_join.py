@@ -5,7 +5,8 @@
     python -m workers.start_join daemon
     python -m workers.start_join exit-codes
     python -m workers.start_join fail
-    python -m workers.start_join orphans
+    python -m workers.start_join threads-or-processes
+    python -m workers.start_join orphans --daemon --kill-parent TERM
 
 Each child "works" by sleeping; the first child started works longest, so the order in
 which children finish need not be the order in which they started.
@@ -18,9 +19,14 @@ import, a spawned child starts in a fraction of a second.
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import os
+import queue
+import signal
+import subprocess
 import sys
+import threading
 import time
 
 from workers.ranks import (
@@ -28,6 +34,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    fail,
     open_events,
     positive_float,
     positive_int,
@@ -76,13 +83,68 @@ def demo_join(ctx, args, events: Events) -> int:
     return 0
 
 
+def count_up(millions: float) -> int:
+    """CPU-bound Python: add up the first ``millions`` million whole numbers."""
+    total = 0
+    for number in range(int(millions * 1_000_000)):
+        total += number
+    return total
+
+
+def count_when_ready(millions: float, ready, cpu_seconds) -> None:
+    """``count_up`` once every worker is up, reporting the CPU time it took."""
+    ready.wait()
+    began = time.thread_time()  # this thread's CPU time (a process's only thread)
+    count_up(millions)
+    cpu_seconds.put(time.thread_time() - began)
+
+
+def demo_threads_or_processes(ctx, args, events: Events) -> int:
+    """The same CPU-bound work in ``--workers`` threads, then in as many processes."""
+    for repeat in range(args.repeats):
+        for kind in ("threads", "processes"):
+            if kind == "threads":
+                make, ready, cpu = threading.Thread, threading.Barrier, queue.SimpleQueue()
+            else:
+                make, ready, cpu = ctx.Process, ctx.Barrier, ctx.SimpleQueue()
+            ready = ready(args.workers + 1)
+            workers = [make(target=count_when_ready, args=(args.millions, ready, cpu))
+                       for _ in range(args.workers)]
+            for worker in workers:
+                worker.start()
+            ready.wait(timeout=args.timeout)  # every worker is up: the clock starts
+            began = time.time()
+            for worker in workers:
+                worker.join(timeout=args.timeout)
+            seconds = time.time() - began
+            cores = sum(cpu.get() for _ in workers) / seconds
+            say_main(f"{args.workers} {kind:<9} (repeat {repeat}): {seconds:.2f} s, "
+                     f"CPU time / wall time {cores:.2f}")
+            events.emit("main", "counted", t=began, t_end=began + seconds, kind=kind,
+                        repeat=repeat, workers=args.workers, cores=cores)
+    return 0
+
+
 def demo_no_join(ctx, args, events: Events) -> int:
     start_children(ctx, args.processes, args.step, events)
-    say_main("not joining: the parent goes on at once, so this line comes first")
+    say_main("not joining: the parent's code ends here, so this line comes first")
     events.emit("main", "parent's code done")
-    # Python still waits for non-daemon children when the parent's interpreter exits
-    # (multiprocessing joins them in an exit hook): the run lasts as long as the slowest.
-    return 0
+    return 0  # and Python's exit hook joins the children before the process ends
+
+
+def parent_exit_watched(argv: list[str], args, events: Events) -> int:
+    """Run the demo's parent in a process of its own and record when that process exits:
+    what the parent's exit hook does is visible only from outside the parent."""
+    command = [sys.executable, "-m", "workers.start_join", *argv, "--as-parent"]
+    parent = subprocess.Popen(command)
+    try:
+        code = parent.wait(timeout=args.timeout)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    say_main(f"the parent's process (pid {parent.pid}) has exited, with code {code}")
+    events.emit("main", "parent exited", code=code)
+    return code
 
 
 def work_as_daemon(rank: int, seconds: float, events: Events, running) -> None:
@@ -167,6 +229,8 @@ def command_line() -> Parser:
     daemon = demos.add_parser("daemon", help="daemon children, stopped as the parent exits")
     exit_codes = demos.add_parser("exit-codes", help="four ways a child ends, four codes")
     fail = demos.add_parser("fail", help="a child raises; the parent notices and fails")
+    cpu = demos.add_parser("threads-or-processes",
+                           help="CPU-bound Python in threads, then in processes")
     orphans = demos.add_parser("orphans", help="two children that sleep for --timeout")
     for demo in (join, no_join, daemon):
         demo.add_argument("--processes", type=positive_int, default=3,
@@ -176,9 +240,23 @@ def command_line() -> Parser:
             "--step", type=positive_float, default=0.5, metavar="SECONDS",
             help="child i works (processes - i) * step seconds (default 0.5)",
         )
+    no_join.add_argument("--as-parent", action="store_true", help=argparse.SUPPRESS)
     daemon.add_argument("--seconds", type=positive_float, default=5,
                         help="how long each child works (default 5)")
-    for demo in (join, no_join, daemon, exit_codes, fail, orphans):
+    cpu.add_argument("--workers", type=positive_int, default=2,
+                     help="threads, then processes, each counting (default 2)")
+    cpu.add_argument("--millions", type=positive_float, default=5,
+                     help="each worker adds up this many million numbers (default 5)")
+    cpu.add_argument("--repeats", type=positive_int, default=3,
+                     help="times each kind is measured (default 3)")
+    orphans.add_argument("--daemon", action="store_true",
+                         help="start the children with daemon=True")
+    orphans.add_argument(
+        "--kill-parent", choices=["TERM", "KILL"],
+        help="run the parent as a process of its own, send it SIGTERM or SIGKILL, and "
+             "look for its children",
+    )
+    for demo in (join, no_join, daemon, exit_codes, fail, cpu, orphans):
         demo.add_argument(
             "--start-method", choices=mp.get_all_start_methods(), default="spawn",
             help="how children are started (default spawn: the same on every OS)",
@@ -192,16 +270,66 @@ def sleeper(seconds: float) -> None:
 
 
 def demo_orphans(ctx, args, events: Events) -> int:
-    """Start two children, report their pids, then wait; the failures chapter kills only
-    this parent, and the children live on."""
-    children = [ctx.Process(target=sleeper, args=(args.timeout,)) for _ in range(2)]
+    """Start two children, report their pids, then wait for them (``--kill-parent`` kills
+    this parent from outside, and the children live on)."""
+    children = [ctx.Process(target=sleeper, args=(args.timeout,), daemon=args.daemon)
+                for _ in range(2)]
     for child in children:
         child.start()
     pids = [child.pid for child in children]
-    say_main(f"parent {os.getpid()} started children {pids}")
+    kind = "daemon children" if args.daemon else "children"
+    say_main(f"parent {os.getpid()} started {kind} {pids}")
     events.emit("main", "children", parent=os.getpid(), children=pids)
     for child in children:
-        child.join()
+        child.join()  # no timeout, on purpose: the parent is meant to be killed here
+    return 0
+
+
+def still_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody has reaped yet counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rpartition(")")[2].split()[1])
+
+
+def kill_the_parent(args, events: Events) -> int:
+    """What a scheduler or the out-of-memory killer does to a job's parent, from outside:
+    start the orphans demo's parent, signal it, and look for its children."""
+    command = [sys.executable, "-m", "workers.start_join", "orphans",
+               "--start-method", args.start_method, "--timeout", "60",
+               *(["--daemon"] if args.daemon else [])]
+    parent = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    first = parent.stdout.readline()  # "[main] parent P started children [A, B]"
+    if not first:
+        fail(f"the parent exited with {parent.wait()} before starting its children", 1)
+    sys.stdout.write(first)
+    sys.stdout.flush()
+    children = [int(pid) for pid in first.rpartition("[")[2].strip("]\n").split(",")]
+    number = signal.Signals[f"SIG{args.kill_parent}"]
+    parent.send_signal(number)
+    code = parent.wait(timeout=args.timeout)
+    time.sleep(0.5)  # time for a child that was told to go, to be gone
+    alive = [pid for pid in children if still_running(pid)]
+    say_main(f"sent {number.name} to the parent: it exited with {code}; its children "
+             f"still running: {alive}, now children of {[parent_of(p) for p in alive]}")
+    events.emit("main", "orphans", signal=number.name, daemon=args.daemon, code=code,
+                children=children, alive=alive)
+    for pid in alive:  # find them by pid, and stop them: TERM first, KILL if they ignore it
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + 5
+    while any(still_running(pid) for pid in alive) and time.time() < deadline:
+        time.sleep(0.05)
+    for pid in filter(still_running, alive):
+        os.kill(pid, signal.SIGKILL)
+    left = [pid for pid in alive if still_running(pid)]
+    say_main(f"stopped them by pid; still running: {left}")
     return 0
 
 
@@ -211,16 +339,23 @@ DEMOS = {
     "daemon": demo_daemon,
     "exit-codes": demo_exit_codes,
     "fail": demo_fail,
+    "threads-or-processes": demo_threads_or_processes,
     "orphans": demo_orphans,
 }
 
 
 def main(argv=None) -> int:
     parser = command_line()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    if getattr(args, "processes", 1) > MOST_PROCESSES:
-        parser.error(f"at most {MOST_PROCESSES} children, got {args.processes}")
+    most = max(getattr(args, "processes", 1), getattr(args, "workers", 1))
+    if most > MOST_PROCESSES:
+        parser.error(f"at most {MOST_PROCESSES} children, got {most}")
     events = open_events(args.events)
+    if args.demo == "no-join" and not args.as_parent:
+        return parent_exit_watched(argv, args, events)
+    if args.demo == "orphans" and args.kill_parent:
+        return kill_the_parent(args, events)
     ctx = mp.get_context(args.start_method)
     return DEMOS[args.demo](ctx, args, events)
 

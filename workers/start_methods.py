@@ -86,7 +86,9 @@ SETTING = "the value written in the module's source"
 
 
 def show_setting(method: str) -> None:
+    global SETTING
     say(ALL_METHODS.index(method), f"{method:<10} child sees SETTING = {SETTING!r}")
+    SETTING = f"a value the {method} child set"  # its own copy: the parent never sees it
 
 
 def demo_inherit(args, events: Events) -> int:
@@ -100,6 +102,8 @@ def demo_inherit(args, events: Events) -> int:
         if child.exitcode != 0:
             child.kill()
             return 1
+    say_main(f"after the children changed theirs, the parent's SETTING = {SETTING!r}")
+    events.emit("main", "after children", setting=SETTING)
     return 0
 
 
@@ -107,19 +111,22 @@ def demo_inherit(args, events: Events) -> int:
 
 
 def demo_context(args, events: Events) -> int:
-    # get_all_start_methods() lists the default first (get_context() would fix it).
     version = sys.version.split()[0]
     say_main(f"Python {version} on {sys.platform}: the default is {ALL_METHODS[0]!r}")
     current = mp.get_start_method(allow_none=True)
-    say_main(f"get_start_method(allow_none=True) = {current!r}: nothing is set yet")
-    mp.set_start_method("spawn")
-    say_main(f"set_start_method('spawn') -> get_start_method() = {mp.get_start_method()!r}")
-    try:
-        mp.set_start_method("forkserver")
-    except RuntimeError as error:
-        say_main(f"set_start_method('forkserver') again -> RuntimeError: {error}")
-    mp.set_start_method("forkserver", force=True)
-    say_main(f"set_start_method('forkserver', force=True) -> {mp.get_start_method()!r}")
+    say_main(f"get_start_method(allow_none=True) = {current!r}: nothing is fixed yet")
+    mp.Queue()  # any use of the default context fixes the start method
+    fixed = mp.get_start_method(allow_none=True)
+    say_main(f"after mp.Queue(): get_start_method(allow_none=True) = {fixed!r}")
+    for method in ["spawn", "forkserver"]:
+        try:
+            mp.set_start_method(method)
+            say_main(f"set_start_method({method!r}) -> {mp.get_start_method()!r}")
+        except RuntimeError as error:
+            say_main(f"set_start_method({method!r}) -> RuntimeError: {error}")
+            events.emit("main", "context", method=method, error=str(error))
+        mp.set_start_method(method, force=True)
+        say_main(f"set_start_method({method!r}, force=True) -> {mp.get_start_method()!r}")
     ctx = mp.get_context("fork")
     still = mp.get_start_method()
     say_main(f"get_context('fork') -> {type(ctx).__name__}; global still {still!r}")

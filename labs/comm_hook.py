@@ -1,0 +1,32 @@
+"""Lab: a communication hook (chapter: Inside DDP).
+
+Check it with:  python -m workers.labs check comm_hook
+"""
+
+import torch
+import torch.distributed as dist
+
+
+def fp16_average_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one bucket of gradients over all ranks, sending them as float16.
+
+    DDP calls it during backward for each bucket of gradients, on every rank, once it is
+    registered with ``ddp_model.register_comm_hook(None, fp16_average_hook)``.
+    Arguments: ``state``, None here; ``bucket``, whose ``bucket.buffer()`` is a flat
+    float32 tensor of this rank's gradients in the bucket.
+
+    Returns: a ``torch.futures.Future`` whose value is a float32 tensor shaped like
+    ``bucket.buffer()``, holding the mean over all ranks of their buffers. DDP waits for
+    it and writes that value into the parameters' ``.grad``.
+
+    How: cast the buffer to float16 (2 bytes a value instead of 4), all-reduce it
+    asynchronously, ``dist.all_reduce(..., async_op=True)``, which returns a Work, and
+    chain the rest on the Work's future (``work.get_future().then(...)``): divide by the
+    world size, cast back to the buffer's dtype. Do not wait inside the hook: backward
+    goes on with the next buckets while this one travels.
+
+    May call: dist.get_world_size(), dist.all_reduce with async_op=True, Work.get_future(),
+    Future.then, Future.value(), and torch tensor operations.
+    """
+    raise NotImplementedError("write fp16_average_hook, then run: "
+                              "python -m workers.labs check comm_hook")

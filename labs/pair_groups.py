@@ -1,0 +1,28 @@
+"""Lab: groups of two (chapter: Process groups and backends).
+
+Check it with:  python -m workers.labs check pair_groups
+"""
+
+import torch
+import torch.distributed as dist
+
+
+def pair_sum(tensor: torch.Tensor) -> None:
+    """Sum ``tensor`` over this rank's pair only, in place.
+
+    The world size is even. Ranks 2k and 2k+1 form a pair: ranks 0 and 1, ranks 2 and 3,
+    and so on. Arguments: ``tensor``, this rank's tensor (the same shape on every rank).
+    Every rank calls this function once.
+
+    Afterwards: ranks 2k and 2k+1 both hold the sum of their two tensors, and nothing of
+    any other rank's.
+
+    How: make one group per pair with ``dist.new_group(ranks)``, then all-reduce within
+    this rank's own group. ``new_group`` is itself collective: every rank must call it for
+    every pair, even the pairs it is not in, with the same arguments in the same order.
+
+    May call: dist.get_rank(), dist.get_world_size(), dist.new_group,
+    dist.all_reduce(tensor, group=...), and torch tensor operations.
+    """
+    raise NotImplementedError("write pair_sum, then run: "
+                              "python -m workers.labs check pair_groups")

@@ -1,0 +1,31 @@
+"""Lab: all_reduce from two other collectives (chapter: Point-to-point and collective
+communication).
+
+Check it with:  python -m workers.labs check two_collectives
+"""
+
+import torch
+import torch.distributed as dist
+
+
+def all_reduce_from_two(tensor: torch.Tensor) -> None:
+    """Sum ``tensor`` over every rank of the default process group, in place, with one
+    reduce-scatter and one all-gather.
+
+    Arguments: ``tensor``, this rank's 1-D float32 tensor. Every rank calls this function
+    once, with a tensor of the same length; that length need not be a multiple of the
+    world size.
+
+    Afterwards: every rank's ``tensor`` holds the element-wise sum of all the ranks'
+    tensors, exactly what ``dist.all_reduce(tensor)`` would leave in it.
+
+    How: after the reduce-scatter each rank holds the sum of its own 1/N of the tensor
+    (N the world size); the all-gather hands every rank every part. Pad the tensor with
+    zeros to a multiple of N first, and drop the padding at the end.
+
+    May call: dist.get_rank(), dist.get_world_size(), one dist.reduce_scatter_tensor (or
+    dist.reduce_scatter), one dist.all_gather_into_tensor (or dist.all_gather), and torch
+    tensor operations. May not call: dist.all_reduce, or any other collective.
+    """
+    raise NotImplementedError("write all_reduce_from_two, then run: "
+                              "python -m workers.labs check two_collectives")

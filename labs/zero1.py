@@ -1,0 +1,38 @@
+"""Lab: a ZeRO-1 optimizer step (chapter: When the model does not fit).
+
+Check it with:  python -m workers.labs check zero1
+"""
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def zero1_optimizer(model: nn.Module, lr: float) -> Callable[[], None]:
+    """Build a ZeRO-1 Adam for ``model`` and return its ``step()``.
+
+    Arguments: ``model``, this rank's whole replica (the same weights on every rank);
+    ``lr``, Adam's learning rate. Every rank calls this function once, then, in each
+    training step, ``loss.backward()`` on its own data and the returned ``step()``.
+
+    After each ``step()``: every rank's model holds exactly the weights DDP with
+    ``torch.optim.Adam(model.parameters(), lr=lr)`` would hold: Adam applied to the
+    gradients averaged over the ranks. The Adam state (``exp_avg``, ``exp_avg_sq``) is
+    sharded: each rank keeps it for its own 1/N of the values only (N the world size),
+    and no value's state is kept twice.
+
+    How: cut each parameter's flattened values into N equal parts (pad with zeros); this
+    rank owns part ``rank`` of each. Make one ``torch.optim.Adam(parts, lr=lr)`` over
+    copies of this rank's parts (tensors with ``requires_grad``). In ``step()``:
+    reduce-scatter each gradient so this rank gets the sum of its part, divide by N, put
+    it in the part's ``.grad``, step Adam, then all-gather the updated parts into the
+    model's parameters.
+
+    May call: dist.get_rank(), dist.get_world_size(), dist.reduce_scatter_tensor,
+    dist.all_gather_into_tensor (or dist.all_reduce, dist.broadcast), torch.optim.Adam,
+    and torch tensor operations. Every rank must make the same collective calls.
+    """
+    raise NotImplementedError("write zero1_optimizer, then run: "
+                              "python -m workers.labs check zero1")

@@ -1,0 +1,10 @@
+"""The reference solution of the pair_groups lab: it must pass."""
+
+import torch
+import torch.distributed as dist
+
+
+def pair_sum(tensor: torch.Tensor) -> None:
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    pairs = [dist.new_group([k, k + 1]) for k in range(0, world_size, 2)]  # every rank, all
+    dist.all_reduce(tensor, group=pairs[rank // 2])

@@ -1,0 +1,18 @@
+"""Wrong: asks whether a *next* batch exists before using the current one: one step short."""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list) -> int:
+    steps = 0
+    while True:
+        has_next = torch.tensor([1 if steps + 1 < len(batches) else 0])
+        dist.all_reduce(has_next, op=dist.ReduceOp.MIN)
+        if has_next.item() == 0:
+            return steps
+        optimizer.zero_grad()
+        model(batches[steps]).pow(2).mean().backward()
+        optimizer.step()
+        steps += 1

@@ -1,0 +1,149 @@
+"""Lab average_gradients (ddp_mnist): averaging gradients by hand, proved by one process.
+
+Every rank trains the chapter's MnistNet, in float64, on its share of each global batch
+and calls the reader's average_gradients after backward; rank 0 also trains the same
+model in one process on the whole batches. Data parallelism is the same computation:
+the gradients after the call must be the whole batch's, and the weights after three
+steps of SGD with momentum must equal the one process's to 1e-9. Each batch is random
+images of MNIST's shape (the proof needs no real digits, and loads none).
+"""
+
+from __future__ import annotations
+
+from workers.labs.harness import Finding, list_of
+
+CHAPTER = "ddp_mnist"
+FUNCTION = "average_gradients"
+ASKS = "average_gradients after backward: N ranks train exactly like one (float64)"
+REREAD = '"Part 1: averaging gradients by hand" in the data-parallel MNIST chapter'
+PASSED = "averages the gradients: the ranks train exactly as one process"
+WORLD_SIZES = (2, 3)  # the page runs 2 ranks
+GROUP = True
+PRELOAD = ("torch._dynamo", "workers.mnist")
+TIMEOUT = 10.0
+BATCH = 12  # images per global batch: every world size here divides it
+STEPS = 3
+TOLERANCE = 1e-9
+
+
+def setup(world_size: int) -> dict:
+    return {}
+
+
+def describe(world_size: int, given: dict) -> str:
+    return f", {BATCH // world_size} images per rank and step"
+
+
+def batch(step: int):
+    import torch
+
+    generator = torch.Generator().manual_seed(100 + step)
+    images = torch.randn(BATCH, 1, 28, 28, generator=generator, dtype=torch.float64)
+    return images, torch.randint(0, 10, (BATCH,), generator=generator)
+
+
+def train(rank: int, world_size: int, between=None):
+    """The chapter's training loop on rank ``rank``'s share of each batch; ``between``
+    runs after backward (the reader's function, on the ranks). Returns the gradients of
+    the first step, before and after ``between``, and the final weights."""
+    import torch
+    import torch.nn.functional as F
+
+    from workers.mnist import MnistNet
+
+    torch.manual_seed(0)  # the same initial weights on every rank
+    model = MnistNet().double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    share = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)
+    first = {}
+    for step in range(STEPS):
+        images, labels = batch(step)
+        optimizer.zero_grad()
+        F.cross_entropy(model(images[share]), labels[share]).backward()
+        if step == 0:
+            first["own"] = [p.grad.clone() for p in model.parameters()]
+        if between is not None:
+            between(model)
+        if step == 0:
+            first["after"] = [p.grad.clone() for p in model.parameters()]
+        optimizer.step()
+    names = [name for name, _ in model.named_parameters()]
+    return names, first, [p.detach().clone() for p in model.parameters()]
+
+
+def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
+    def averaged(model):
+        with calls.reader():
+            solution(model)
+
+    names, first, weights = train(rank, world_size, averaged)
+    result = {"names": names, "own": first["own"], "after": first["after"],
+              "weights": weights}
+    if rank == 0:  # one process, the whole batch: what the ranks must equal
+        _, single, single_weights = train(0, 1)
+        result["single_gradients"], result["single_weights"] = single["own"], single_weights
+    return result
+
+
+def close(a, b) -> bool:
+    import torch
+
+    return torch.allclose(a, b, rtol=TOLERANCE, atol=TOLERANCE)
+
+
+def judge(world_size: int, outcome, given: dict) -> list:
+    n = world_size
+    single = outcome.results[0]
+    kinds = {}
+    for rank, result in sorted(outcome.results.items()):
+        for name, got, own, want in zip(result["names"], result["after"], result["own"],
+                                        single["single_gradients"]):
+            if close(got, want):
+                kind = "mean"
+            elif close(got, want * n):
+                kind = "sum"
+            elif close(got, want / n):
+                kind = "twice"
+            elif close(got, own):
+                kind = "own"
+            else:
+                kind = "wrong"
+            kinds.setdefault(kind, []).append(f"{name} (rank {rank})")
+    if set(kinds) != {"mean"}:
+        return [Finding(False, gradient_mistake(kinds, n))]
+    findings = [Finding(True, "after average_gradients, every gradient is the whole "
+                              "batch's, as one process computes it")]
+    worst = max((w - s).abs().max().item()
+                for result in outcome.results.values()
+                for w, s in zip(result["weights"], single["single_weights"]))
+    if worst > TOLERANCE:
+        findings.append(Finding(False, f"after {STEPS} steps the weights differ from one "
+                                       f"process's by {worst:.1e}: does the function do "
+                                       f"more than average the gradients?"))
+    else:
+        findings.append(Finding(True, f"after {STEPS} steps of SGD with momentum, every "
+                                      f"rank's weights equal one process's to {worst:.0e} "
+                                      f"(float64)"))
+    return findings
+
+
+def gradient_mistake(kinds: dict, n: int) -> str:
+    every = {item.split(" (")[0] for items in kinds.values() for item in items}
+
+    def names(kind):
+        found = sorted({item.split(" (")[0] for item in kinds[kind]})
+        return "every parameter" if set(found) == every else "the gradients of " + \
+            list_of(found[:4]) + (" ..." if len(found) > 4 else "")
+
+    if "sum" in kinds:
+        return (f"{names('sum')}: the sum over the {n} ranks, not the mean: divide by the "
+                f"world size (all_reduce sums)")
+    if "twice" in kinds:
+        return (f"{names('twice')}: the mean divided by {n} again: averaged twice "
+                f"(ReduceOp.AVG already divides, or / world_size twice)")
+    if "own" in kinds:
+        whole = names("own") == "every parameter"
+        return (f"{names('own')}: not averaged, still this rank's own gradient" +
+                (" (all-reduce each parameter's .grad, not its .data)" if whole else
+                 " (average every parameter, biases too)"))
+    return f"{names('wrong')}: not the mean over the ranks"

@@ -1,0 +1,133 @@
+"""Lab comm_hook (ddp_internals): a DDP communication hook that sends float16.
+
+Every rank trains the same small tower twice, from the same weights, on its own data:
+once under DDP with the reader's hook registered (buckets kept small, so there are
+several), once under DDP's default averaging. After the first backward the hook's
+gradients must be the default's, to float16's precision; every all_reduce the hook makes
+must be asynchronous (its future returned to DDP) and send 2 bytes per gradient value;
+after four steps every rank's weights must be identical, and close to the default's.
+"""
+
+from __future__ import annotations
+
+from workers.labs.harness import Finding, wait_findings
+
+CHAPTER = "ddp_internals"
+FUNCTION = "fp16_average_hook"
+ASKS = "a DDP comm hook that averages in float16: half the bytes, ranks identical"
+REREAD = '"Hooks that change the traffic" in the Inside DDP chapter'
+PASSED = "averages each bucket in float16"
+WORLD_SIZES = (2, 3)  # the page runs 2 ranks
+GROUP = True
+PRELOAD = ("torch._dynamo",)
+TIMEOUT = 10.0
+STEPS = 4
+BUCKET_MB = 0.002  # about 500 float32 gradients per bucket: the tower fills several
+
+
+def setup(world_size: int) -> dict:
+    return {}
+
+
+def describe(world_size: int, given: dict) -> str:
+    return f", {STEPS} steps"
+
+
+def tower():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                         nn.Linear(32, 4))
+
+
+def inputs(rank: int, step: int):
+    import torch
+
+    generator = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(8, 16, generator=generator)
+
+
+def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    hooked = DDP(tower(), bucket_cap_mb=BUCKET_MB)
+    hooked.register_comm_hook(None, solution)
+    default = DDP(tower(), bucket_cap_mb=BUCKET_MB)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (hooked, default)]
+    first = {}
+    sent = []
+    for step in range(STEPS):
+        for model, optimizer in zip((hooked, default), optimizers):
+            optimizer.zero_grad()
+            loss = model(inputs(rank, step)).pow(2).mean()
+            if model is hooked:
+                before = len(calls.records)
+                with calls.reader():
+                    loss.backward()
+                sent.append(sum(c["sent"] for c in calls.records[before:]))
+            else:
+                loss.backward()
+            if step == 0:
+                first[model is hooked] = [p.grad.clone() for p in model.parameters()]
+            optimizer.step()
+    values = sum(p.numel() for p in hooked.parameters())
+    return {"hooked": first[True], "default": first[False], "values": values,
+            "sent": sent, "weights": [p.detach().clone() for p in hooked.parameters()],
+            "default_weights": [p.detach().clone() for p in default.parameters()]}
+
+
+def judge(world_size: int, outcome, given: dict) -> list:
+    import torch
+
+    n = world_size
+    findings = []
+    for rank, result in sorted(outcome.results.items()):
+        pairs = list(zip(result["hooked"], result["default"]))
+        if all(torch.allclose(h, d, rtol=1e-2, atol=1e-4) for h, d in pairs):
+            continue
+        if all(torch.allclose(h, d * n, rtol=1e-2, atol=1e-4) for h, d in pairs):
+            findings.append(Finding(False, f"rank {rank}'s gradients are the sum over the "
+                                           f"{n} ranks, not the mean: divide by the world "
+                                           f"size"))
+        else:
+            worst = max((h - d).abs().max().item() for h, d in pairs)
+            findings.append(Finding(False, f"rank {rank}'s gradients differ from DDP's "
+                                           f"average by up to {worst:.1e}"))
+        break
+    else:
+        findings.append(Finding(True, "after backward, the gradients are DDP's average, to "
+                                      "float16's precision"))
+    reduces = [c for c in outcome.all_calls() if c["name"] == "all_reduce"]
+    if not reduces:
+        return findings + [Finding(False, "the hook called no all_reduce")]
+    if any(not c.get("async") for c in reduces):
+        findings.append(Finding(False, "the hook's all_reduce ran synchronously: backward "
+                                       "waits for every bucket; pass async_op=True and "
+                                       "return the Work's future (get_future())"))
+    result = outcome.results[0]
+    per_value = result["sent"][0] / result["values"]
+    if abs(per_value - 2) > 1e-9:
+        findings.append(Finding(False, f"the hook sent {per_value:g} bytes per gradient "
+                                       f"value where float16 takes 2: cast the bucket to "
+                                       f"float16 before the all_reduce"))
+    else:
+        findings.append(Finding(True, f"each step sent {result['sent'][0]} bytes per rank "
+                                      f"for {result['values']} gradient values: 2 each, "
+                                      f"half of float32's"))
+    findings += wait_findings(outcome)
+    weights = {rank: result["weights"] for rank, result in outcome.results.items()}
+    apart = max((a - b).abs().max().item() for rank in weights
+                for a, b in zip(weights[rank], weights[0]))
+    if apart > 0:
+        findings.append(Finding(False, f"after {STEPS} steps the ranks' weights differ by "
+                                       f"up to {apart:.1e}: every rank must apply the same "
+                                       f"averaged gradient"))
+    else:
+        drift = max((a - b).abs().max().item() for a, b in
+                    zip(result["weights"], result["default_weights"]))
+        findings.append(Finding(True, f"after {STEPS} steps every rank's weights are "
+                                      f"identical, {drift:.0e} from DDP's default"))
+    return findings

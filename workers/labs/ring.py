@@ -1,0 +1,115 @@
+"""Lab ring (collectives): a ring all-reduce from isend and irecv.
+
+Every rank starts from a tensor of whole numbers of its own (so any order of additions
+gives the same sum, exactly), and must end with the sum dist.all_reduce gives. The
+traffic is the lesson: a ring sends 2(N-1) messages of 1/N of the tensor per rank, to one
+neighbour, and receives them from the other. Whole tensors sent round the ring give the
+right sum at N/2 times the traffic, and fail here.
+"""
+
+from __future__ import annotations
+
+from workers.labs.harness import Finding, list_of, wait_findings
+
+CHAPTER = "collectives"
+FUNCTION = "ring_all_reduce"
+ASKS = "a ring all-reduce from isend/irecv: 2(N-1) messages of 1/N of the tensor per rank"
+REREAD = '"A ring all-reduce by hand" in the collectives chapter'
+PASSED = "is a ring all-reduce"
+WORLD_SIZES = (2, 3, 5)  # the page runs 4 ranks
+GROUP = True
+PRELOAD = ()
+TIMEOUT = 6.0
+CHUNK = 4  # elements per chunk
+
+
+def setup(world_size: int) -> dict:
+    return {"numel": CHUNK * world_size}
+
+
+def describe(world_size: int, given: dict) -> str:
+    return f", {given['numel']} elements"
+
+
+def start_values(rank: int, numel: int):
+    import torch
+
+    generator = torch.Generator().manual_seed(1000 + rank)
+    return torch.randint(-50, 50, (numel,), generator=generator).float()
+
+
+def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
+    import torch.distributed as dist
+
+    tensor = start_values(rank, given["numel"])
+    with calls.reader():
+        solution(tensor)
+    expected = start_values(rank, given["numel"])
+    dist.all_reduce(expected)
+    return {"result": tensor, "expected": expected, "bytes": tensor.numel() * 4}
+
+
+def judge(world_size: int, outcome, given: dict) -> list:
+    findings = [result_finding(world_size, outcome, given)]
+    findings += traffic_findings(world_size, outcome)
+    findings += wait_findings(outcome)
+    return findings
+
+
+def result_finding(world_size: int, outcome, given: dict) -> Finding:
+    import torch
+
+    for rank, result in sorted(outcome.results.items()):
+        got, expected = result["result"], result["expected"]
+        if torch.equal(got, expected):
+            continue
+        start = start_values(rank, given["numel"])
+        if torch.equal(got, start):
+            return Finding(False, f"rank {rank}'s tensor is unchanged: the sum must be "
+                                  f"written into the tensor given, in place")
+        if torch.allclose(got * world_size, expected):
+            return Finding(False, f"rank {rank} holds the mean, not the sum: the ring sums "
+                                  f"(do not divide by the world size)")
+        wrong = [i for i, (a, b) in enumerate(zip(got.chunk(world_size),
+                                                  expected.chunk(world_size)))
+                 if not torch.equal(a, b)]
+        chunks = f"chunk{'s' * (len(wrong) > 1)} {list_of(wrong)} of {world_size}"
+        return Finding(False, f"rank {rank} holds a wrong sum in {chunks}: a chunk index "
+                              f"is off; check which chunk each step sends, adds to, and "
+                              f"copies")
+    return Finding(True, "every rank holds the sum that dist.all_reduce gives")
+
+
+def traffic_findings(world_size: int, outcome) -> list:
+    n = world_size
+    expected_fraction, expected_messages = 2 * (n - 1) / n, 2 * (n - 1)
+    collectives = sorted({call["name"] for call in outcome.all_calls()
+                          if call["name"] not in ("isend", "irecv", "send", "recv")})
+    if collectives:
+        return [Finding(False, f"called {list_of(collectives)}: a ring by hand uses only "
+                               f"isend and irecv (or send and recv)")]
+    for rank, result in sorted(outcome.results.items()):
+        sends = [c for c in result["calls"] if c["name"] in ("isend", "send")]
+        receives = [c for c in result["calls"] if c["name"] in ("irecv", "recv")]
+        fraction = sum(c["sent"] for c in sends) / result["bytes"]
+        said = (f"rank {rank} sent {fraction:.2f} of the tensor in {len(sends)} "
+                f"message{'s' * (len(sends) != 1)}; "
+                f"a ring sends 2(N-1)/N = {expected_fraction:.2f} of it in 2(N-1) = "
+                f"{expected_messages} messages of 1/N each")
+        if sends and max(c["sent"] for c in sends) >= result["bytes"]:
+            return [Finding(False, f"{said}: whole tensors went round the ring; send one "
+                                   f"chunk of 1/N per step")]
+        if len(sends) != expected_messages or abs(fraction - expected_fraction) > 1e-9:
+            return [Finding(False, said)]
+        right, left = (rank + 1) % n, (rank - 1) % n
+        to = {c["peer"] for c in sends}
+        came = {c["peer"] for c in receives}
+        if not (to == {right} and came == {left} or to == {left} and came == {right}):
+            return [Finding(False, f"rank {rank} sent to {list_of(sorted(to, key=str))} "
+                                   f"and received from "
+                                   f"{list_of(sorted(came, key=str))}: in a "
+                                   f"ring each rank sends to one neighbour only, and "
+                                   f"receives from the other")]
+    return [Finding(True, f"each rank sent {expected_fraction:.2f} of the tensor in "
+                          f"{expected_messages} messages to one neighbour (a ring: "
+                          f"2(N-1)/N in 2(N-1))")]
