@@ -80,7 +80,9 @@ def test_one_rank_keeps_every_bucket_and_statistic_to_itself():
                      "--trials", "--world-size", "--backend", "--events", "--timeout"}),
         ("no-sync", {"--width", "--depth", "--batch-size", "--steps", "--micro-batches",
                      "--world-size", "--backend", "--events", "--timeout"}),
-        ("compression", {"--epochs", "--batch-size", "--lr", "--data-root",
+        ("compression", {"--epochs", "--batch-size", "--lr", "--train-images",
+                         "--powersgd-ranks",
+                         "--data-root",
                          "--world-size", "--backend", "--events", "--timeout"}),
         ("compile", {"--width", "--depth", "--batch-size", "--steps", "--compiler",
                      "--world-size", "--backend", "--events", "--timeout"}),
@@ -120,7 +122,7 @@ def test_powersgd_on_cpu_gradients_with_a_gpu_visible_says_how_to_avoid_it(monke
     try:
         ddp = wrap(MnistNet(), torch.device("cpu"))
         with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES= to hide the GPUs"):
-            register_hook(ddp, "powerSGD_hook, rank 2, from step 2")
+            register_hook(ddp, "powerSGD_hook, from step 2")
         del ddp
     finally:
         dist.destroy_process_group()

@@ -271,9 +271,19 @@ def overlap(rank: int, args, device, events: Events) -> None:
 
 def counting_hook(state: dict,
                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP's own averaging hook, counting the all-reduces it starts."""
+    """DDP's own averaging hook, counting the all-reduces it starts, per micro-batch (the
+    number of forward passes so far, counted by ``count_forwards``)."""
     state["all-reduces"] += 1
+    state["per micro-batch"][state["forwards"] - 1] += 1
     return default_hooks.allreduce_hook(None, bucket)
+
+
+def count_forwards(model: nn.Module, state: dict) -> None:
+    """Count the forward passes of ``model``: which micro-batch a backward belongs to."""
+    def counted(module, inputs):
+        state["forwards"] += 1
+        state["per micro-batch"].append(0)
+    model.register_forward_pre_hook(counted)
 
 
 def accumulate(ddp: DDP, optimizer, micro_batches: list, use_no_sync: bool) -> None:
@@ -293,34 +303,39 @@ ACCUMULATION = ["all-reduce every micro-batch", "no_sync()", "one batch k times 
 
 
 def no_sync(rank: int, args, device, events: Events) -> None:
-    """k micro-batches per step, with and without no_sync(), against one big batch."""
-    micro_batches = [batch_for(rank, i, args, device) for i in range(args.micro_batches)]
-    weights = {}
-    for name in ACCUMULATION:
-        torch.manual_seed(0)
-        ddp = wrap(Tower(args.width, args.depth).to(device), device)
-        state = {"all-reduces": 0}
-        ddp.register_comm_hook(state, counting_hook)
-        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-        if name == "one batch k times larger":
-            one_step = partial(train_step, ddp, optimizer, torch.cat(micro_batches))
-        else:
-            one_step = partial(accumulate, ddp, optimizer, micro_batches,
-                               use_no_sync=name == "no_sync()")
-        one_step()  # the first step: its weights are compared
-        weights[name] = [p.detach().clone() for p in ddp.module.parameters()]
-        state["all-reduces"] = 0  # count from here, with DDP's buckets rebuilt
-        one_step()
-        all_reduces = state["all-reduces"]  # in one optimizer step
-        events.emit(rank, "accumulation", variant=name, all_reduces=all_reduces,
-                    k=args.micro_batches)
-        if rank == 0:
-            say(rank, f"{name:<30} {all_reduces:3} all-reduce(s) per optimizer step")
-    reference = weights["one batch k times larger"]
-    for name in ACCUMULATION:
-        difference = max((mine - theirs).abs().max().item()
-                         for mine, theirs in zip(weights[name], reference))
-        events.emit(rank, "weights", variant=name, largest_difference=difference)
+    """For each K of --micro-batches: K micro-batches per step, with and without no_sync(),
+    against one batch K times larger."""
+    for k in args.micro_batches:
+        micro_batches = [batch_for(rank, i, args, device) for i in range(k)]
+        weights = {}
+        for name in ACCUMULATION:
+            torch.manual_seed(0)
+            ddp = wrap(Tower(args.width, args.depth).to(device), device)
+            state = {"all-reduces": 0, "forwards": 0, "per micro-batch": []}
+            ddp.register_comm_hook(state, counting_hook)
+            count_forwards(ddp.module, state)
+            optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+            if name == "one batch k times larger":
+                one_step = partial(train_step, ddp, optimizer, torch.cat(micro_batches))
+            else:
+                one_step = partial(accumulate, ddp, optimizer, micro_batches,
+                                   use_no_sync=name == "no_sync()")
+            one_step()  # the first step: its weights are compared
+            weights[name] = [p.detach().clone() for p in ddp.module.parameters()]
+            # count from here, with DDP's buckets rebuilt
+            state.update({"all-reduces": 0, "forwards": 0, "per micro-batch": []})
+            one_step()
+            all_reduces = state["all-reduces"]  # in one optimizer step
+            events.emit(rank, "accumulation", variant=name, all_reduces=all_reduces, k=k,
+                        per_micro_batch=state["per micro-batch"])
+            if rank == 0:
+                say(rank, f"K={k}: {name:<30} {all_reduces:3} all-reduce(s) per optimizer "
+                          "step")
+        reference = weights["one batch k times larger"]
+        for name in ACCUMULATION:
+            difference = max((mine - theirs).abs().max().item()
+                             for mine, theirs in zip(weights[name], reference))
+            events.emit(rank, "weights", variant=name, largest_difference=difference, k=k)
 
 
 # --- hooks that change the traffic --------------------------------------------------------
@@ -350,11 +365,12 @@ class CountedTraffic:
 
 
 HOOKS = ["allreduce (the default)", "fp16_compress_hook", "bf16_compress_hook",
-         "powerSGD_hook, rank 2, from step 2", "powerSGD_hook, defaults otherwise"]
+         "powerSGD_hook, from step 2", "powerSGD_hook, defaults otherwise"]
 
 
-def register_hook(ddp: DDP, name: str) -> None:
-    """One of PyTorch's shipped communication hooks, registered as a reader registers it."""
+def register_hook(ddp: DDP, name: str, rank: int = 2) -> None:
+    """One of PyTorch's shipped communication hooks, registered as a reader registers it
+    (``rank``: PowerSGD's matrix_approximation_rank)."""
     if name.startswith("powerSGD") and torch.cuda.is_available() and not next(
             ddp.parameters()).is_cuda:  # a PyTorch bug, explained in the chapter
         raise RuntimeError("powerSGD_hook fails for CPU gradients where a GPU is visible "
@@ -366,21 +382,23 @@ def register_hook(ddp: DDP, name: str) -> None:
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif name == "bf16_compress_hook":
         ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
-    elif name == "powerSGD_hook, rank 2, from step 2":
-        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
-                                            start_powerSGD_iter=2)  # compress from step 2
+    elif name == "powerSGD_hook, from step 2":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=rank,
+            start_powerSGD_iter=2)  # compress from step 2
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     else:  # start_powerSGD_iter=1_000: the first 1,000 steps are plain all-reduces
-        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2)
+        state = powerSGD_hook.PowerSGDState(process_group=None,
+                                            matrix_approximation_rank=rank)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
-def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) -> int:
+def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) -> list:
     """--epochs over the training images, this rank's share of each global batch;
-    returns the number of steps."""
+    returns this rank's loss at every step."""
     world_size = dist.get_world_size()
     per_rank = args.batch_size // world_size
-    steps = len(images) // args.batch_size
+    steps, losses = len(images) // args.batch_size, []
     for epoch in range(args.epochs):
         order = torch.randperm(len(images), generator=torch.Generator().manual_seed(epoch))
         for step in range(steps):
@@ -390,32 +408,42 @@ def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) ->
             loss = F.cross_entropy(ddp(images[mine].to(device)), labels[mine].to(device))
             loss.backward()
             optimizer.step()
-    return args.epochs * steps
+            losses.append(loss.item())
+    return losses
 
 
 def compression(rank: int, args, device, events: Events) -> None:
-    """The same training with each hook: bytes all-reduced per step, test accuracy."""
+    """The same training with each hook (PowerSGD with each --powersgd-ranks): bytes
+    all-reduced per step, test accuracy, each step's loss."""
     (images, labels), (test_images, test_labels) = mnist_tensors(args.data_root)
-    for name in HOOKS:
+    images, labels = images[:args.train_images], labels[:args.train_images]
+    runs = [(name, None) for name in HOOKS[:3]] + [
+        (HOOKS[3], r) for r in args.powersgd_ranks] + [(HOOKS[4], 2)]
+    for name, approximation_rank in runs:
+        label = name if approximation_rank is None or name == HOOKS[4] else (
+            f"powerSGD_hook, rank {approximation_rank}, from step 2")
         torch.manual_seed(0)
         ddp = wrap(MnistNet().to(device), device)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
         try:
-            register_hook(ddp, name)
+            register_hook(ddp, name, approximation_rank or 2)
             with CountedTraffic() as traffic:
-                steps = train_mnist(ddp, optimizer, rank, args, device, images, labels)
+                losses = train_mnist(ddp, optimizer, rank, args, device, images, labels)
         except RuntimeError as error:  # a backend without this dtype, a CPU with a GPU
-            events.emit(rank, "hook", hook=name, error=first_line(error))
+            events.emit(rank, "hook", hook=label, error=first_line(error),
+                        approximation_rank=approximation_rank)
             if rank == 0:
-                say(rank, f"{name:<34} did not run: {first_line(error)}")
+                say(rank, f"{label:<34} did not run: {first_line(error)}")
             continue
         with torch.no_grad():
             predicted = ddp.module(test_images.to(device)).argmax(dim=1)
         accuracy = (predicted == test_labels.to(device)).float().mean().item()
-        events.emit(rank, "hook", hook=name, bytes_per_step=traffic.bytes / steps,
-                    accuracy=accuracy, error=None, steps=steps)
+        steps = len(losses)
+        events.emit(rank, "hook", hook=label, bytes_per_step=traffic.bytes / steps,
+                    accuracy=accuracy, error=None, steps=steps, losses=losses,
+                    approximation_rank=approximation_rank)
         if rank == 0:
-            say(rank, f"{name:<34} {traffic.bytes / steps / 1e3:6.1f} kB all-reduced per "
+            say(rank, f"{label:<34} {traffic.bytes / steps / 1e3:6.1f} kB all-reduced per "
                       f"step, test accuracy {accuracy:.1%}")
 
 
@@ -635,14 +663,20 @@ def command_line() -> Parser:
     overlap_demo.add_argument("--trials", type=positive_int, default=5,
                               help="timed steps per way (default 5)")
     add_tower_options(accumulation, width=512, depth=4, steps=3)
-    accumulation.add_argument("--micro-batches", type=positive_int, default=4, metavar="K",
-                              help="micro-batches per optimizer step (default 4)")
+    accumulation.add_argument("--micro-batches", type=positive_int, nargs="+", default=[4],
+                              metavar="K", help="micro-batches per optimizer step, one or "
+                                                "more values (default 4)")
     hooks.add_argument("--epochs", type=positive_int, default=1,
                        help="epochs on the MNIST training images per hook (default 1)")
     hooks.add_argument("--batch-size", type=positive_int, default=64,
                        help="global batch, split over the ranks (default 64)")
     hooks.add_argument("--lr", type=positive_float, default=0.05,
                        help="learning rate (default 0.05)")
+    hooks.add_argument("--train-images", type=positive_int, default=60_000, metavar="N",
+                       help="train on the first N of MNIST's 60,000 images (default all)")
+    hooks.add_argument("--powersgd-ranks", type=positive_int, nargs="+", default=[2],
+                       metavar="R", help="PowerSGD's matrix_approximation_rank, one run "
+                                         "each (default 2)")
     hooks.add_argument("--data-root", default=DEFAULT_DATA_ROOT,
                        help="where MNIST is (default: data/ in the clone)")
     add_tower_options(option_demo, width=512, depth=4, steps=3, what="steps per option")
