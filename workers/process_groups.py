@@ -2,7 +2,8 @@
 the backend's own threads behind an asynchronous collective.
 
     python -m workers.process_groups groups --world-size 4
-    python -m workers.process_groups missing-group --world-size 3 [--local-sync]
+    python -m workers.process_groups missing-group --world-size 3
+    python -m workers.process_groups missing-group --world-size 3 --local-sync
     python -m workers.process_groups mesh --world-size 4
     python -m workers.process_groups backends --world-size 2
     python -m workers.process_groups threads --world-size 2
