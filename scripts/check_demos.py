@@ -37,6 +37,8 @@ SCRATCH = "{scratch}"  # replaced by an empty folder of the demo's own
 SMALL_MNIST = ("--epochs", "1", "--train-images", "400")
 SMALL_TOWER = ("--width", "256", "--depth", "4", "--steps", "2")
 SMALL_PIPELINE = ("--width", "128", "--micro-batch-size", "16", "--repeats", "1")
+SMALL_OVERLAP = ("--small-count", "4", "--large-count", "2", "--large-mib", "1",
+                 "--trials", "3")
 
 
 @dataclass(frozen=True)
@@ -137,14 +139,14 @@ DEMOS = [
     workers_demo("process_groups", "groups", "--world-size", "4"),
     workers_demo("process_groups", "groups", "--backend", "nccl", "--world-size", "2",
                  gpus=2),
-    workers_demo("process_groups", "missing-group", "--world-size", "3", "--timeout", "2",
-                 returncode=1, output="DistStoreError: wait timeout after 2000ms"),
+    workers_demo("process_groups", "missing-group", "--world-size", "3",
+                 returncode=1, output="DistStoreError: wait timeout after 1000ms"),
+    workers_demo("process_groups", "missing-group", "--world-size", "3", "--local-sync",
+                 returncode=1, output="named .*, used it"),
     workers_demo("process_groups", "mesh", "--world-size", "4"),
     workers_demo("process_groups", "backends"),
     workers_demo("process_groups", "backends", "--backend", "nccl", gpus=2),
-    workers_demo("process_groups", "overlap", "--trials", "3"),
-    workers_demo("process_groups", "cleanup",
-                 output="initialize the default process group twice"),
+    workers_demo("process_groups", "threads"),
     workers_demo("ddp_mnist", "single", *SMALL_MNIST),
     workers_demo("ddp_mnist", "manual", *SMALL_MNIST),
     workers_demo("ddp_mnist", "ddp", *SMALL_MNIST),
@@ -153,9 +155,9 @@ DEMOS = [
     workers_demo("ddp_mnist", "compare", *SMALL_MNIST, "--checkpoint-dir", SCRATCH),
     workers_demo("ddp_mnist", "mistakes",
                  output="device_ids and output_device arguments only work"),
-    workers_demo("ddp_internals", "buckets", *SMALL_TOWER, "--caps", "1", "25"),
-    workers_demo("ddp_internals", "overlap", *SMALL_TOWER),
-    under_torchrun("ddp_internals", "overlap", *SMALL_TOWER),
+    workers_demo("ddp_internals", "buckets", *SMALL_TOWER, "--caps", "default", "1", "25"),
+    workers_demo("ddp_internals", "overlap", *SMALL_OVERLAP),
+    under_torchrun("ddp_internals", "overlap", *SMALL_OVERLAP),
     workers_demo("ddp_internals", "overlap", "--world-size", "1", "--backend", "nccl",
                  gpus=1),
     workers_demo("ddp_internals", "no-sync", *SMALL_TOWER),

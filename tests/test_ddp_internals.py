@@ -1,12 +1,12 @@
-"""workers.ddp_internals beyond what its chapter runs: three ranks accumulating gradients, a demo
-under torchrun and on one rank, each demo's --help, and bad input."""
+"""workers.ddp_internals beyond what its chapter runs: three ranks accumulating gradients and laying
+out buckets, the overlap demo under torchrun, one rank, each demo's --help, and bad input."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.distributed as dist
-from workers.ddp_internals import powersgd
+from workers.ddp_internals import register_hook
 from workers.job import wrap
 from workers.mnist import MnistNet
 from workers.ranks import free_port
@@ -32,14 +32,32 @@ def test_no_sync_saves_all_but_one_round_for_three_ranks():
 
 def test_overlap_under_torchrun_reports_the_slowest_rank_on_every_rank():
     result = quiet_run("torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                       "-m", "workers.ddp_internals", "overlap", *SMALL)
-    timings = {}
-    for e in result.events_named("overlap"):
-        timings.setdefault(e["variant"], {})[e["rank"]] = e["seconds"]
-    assert set(timings) == {"DDP", "backward, then one all-reduce", "compute alone",
-                            "all-reduce alone"}
-    for variant, by_rank in timings.items():  # all_reduce(MAX): one value, known to all
-        assert set(by_rank) == {0, 1} and by_rank[0] == by_rank[1] > 0, variant
+                       "-m", "workers.ddp_internals", "overlap", "--small-count", "4",
+                       "--large-count", "2", "--large-mib", "1", "--trials", "3")
+    runs = {(e["rank"], e["messages"]): e for e in result.events_named("overlap")}
+    assert sorted(runs) == [(0, "large"), (0, "small"), (1, "large"), (1, "small")]
+    for messages in ["small", "large"]:
+        ours, theirs = runs[(0, messages)], runs[(1, messages)]
+        assert set(ours["seconds"]) == {"compute alone", "all-reduce alone", "blocking",
+                                        "overlapped"}
+        assert ours["seconds"] == theirs["seconds"]  # all_reduce(MAX): one value, known to all
+        assert all(len(times) == 3 and min(times) > 0 for times in ours["seconds"].values())
+        assert ours["repeats"] >= 1 and len(ours["cpu_share"]) == 3
+
+
+def test_three_ranks_send_the_last_layer_first_and_alone_by_default():
+    result = quiet_run("workers.ddp_internals", "buckets", "--world-size", "3", "--width", "512",
+                       "--depth", "3", "--steps", "1", "--caps", "default", "25")
+    sizes = {}
+    for e in result.events_named("bucket"):
+        if e["rank"] == 2:
+            sizes.setdefault((e["cap_mb"], e["step"]), []).append((e["t"], e["parameters"]))
+    for cap in ["default", 25]:
+        assert len(sizes[(cap, 0)]) == 1  # step 0: one bucket, whatever the cap
+    later = [names for _, names in sorted(sizes[("default", 2)])]
+    # the first bucket holds at most 1 MiB: the last layer, alone, sent first
+    assert sorted(later[0]) == ["layers.4.bias", "layers.4.weight"]
+    assert len(later) == 2 and len(sizes[(25, 2)]) == 1
 
 
 def test_one_rank_keeps_every_bucket_and_statistic_to_itself():
@@ -50,6 +68,7 @@ def test_one_rank_keeps_every_bucket_and_statistic_to_itself():
     options = {(e["option"], e["model"]): e["error"] for e in result.events_named("option")}
     assert len(options) == 8
     assert options[("find_unused_parameters=True", "TowerWithUnusedLayer")] is None
+    assert options[("static_graph=True", "TowerWithUnusedLayer")] is None
 
 
 @pytest.mark.parametrize(
@@ -57,9 +76,13 @@ def test_one_rank_keeps_every_bucket_and_statistic_to_itself():
     [
         ("buckets", {"--width", "--depth", "--batch-size", "--steps", "--caps",
                      "--world-size", "--backend", "--events", "--timeout"}),
+        ("overlap", {"--small-kib", "--small-count", "--large-mib", "--large-count", "--size",
+                     "--trials", "--world-size", "--backend", "--events", "--timeout"}),
         ("no-sync", {"--width", "--depth", "--batch-size", "--steps", "--micro-batches",
                      "--world-size", "--backend", "--events", "--timeout"}),
-        ("compression", {"--epochs", "--batch-size", "--lr", "--data-root",
+        ("compression", {"--epochs", "--batch-size", "--lr", "--train-images",
+                         "--powersgd-ranks",
+                         "--data-root",
                          "--world-size", "--backend", "--events", "--timeout"}),
         ("compile", {"--width", "--depth", "--batch-size", "--steps", "--compiler",
                      "--world-size", "--backend", "--events", "--timeout"}),
@@ -74,6 +97,8 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
     "args, fragment",
     [
         (["buckets", "--caps", "0"], "must be at least 1"),
+        (["buckets", "--caps", "defaults"], "expected a whole number"),
+        (["overlap", "--trials", "0"], "must be at least 1"),
         (["overlap", "--caps", "1"], "unrecognized arguments: --caps"),
         (["no-sync", "--micro-batches", "two"], "expected a whole number"),
         (["compression", "--batch-size", "63"], "does not split evenly over 2 ranks"),
@@ -97,7 +122,7 @@ def test_powersgd_on_cpu_gradients_with_a_gpu_visible_says_how_to_avoid_it(monke
     try:
         ddp = wrap(MnistNet(), torch.device("cpu"))
         with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES= to hide the GPUs"):
-            powersgd(ddp)
+            register_hook(ddp, "powerSGD_hook, from step 2")
         del ddp
     finally:
         dist.destroy_process_group()

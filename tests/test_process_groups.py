@@ -1,6 +1,7 @@
 """workers.process_groups beyond what its chapter runs: subgroups and rank translation for world
-sizes the page does not use and under torchrun, a 6-rank mesh, a missing group that ends within
-its timeout and leaves nothing behind, each demo's --help, and bad input."""
+sizes the page does not use and under torchrun, a 6-rank mesh, a missing group on four ranks that
+ends within its timeout and leaves nothing behind, the backend's threads under torchrun, a second
+init_process_group refused, each demo's --help, and bad input."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import json
 import time
 
 import pytest
+import torch.distributed as dist
 from workers.process_groups import subgroup_layout
+from workers.ranks import free_port
 
 from helpers import (
     assert_one_line_error,
@@ -62,22 +65,52 @@ def test_a_six_rank_mesh():
 def test_a_rank_that_skips_new_group_ends_the_job_and_leaves_nothing(tmp_events):
     begin = time.time()
     completed = cli("workers.process_groups", "missing-group", "--world-size", "4",
-                    "--timeout", "2", "--events", str(tmp_events))
+                    "--events", str(tmp_events))
     assert completed.returncode == 1
-    assert "DistStoreError: wait timeout after 2000ms" in completed.stdout
+    assert "DistStoreError: wait timeout after 1000ms" in completed.stdout
     assert "the other ranks were stopped" in completed.stdout
-    assert time.time() - begin < 2 + 20  # its own timeout, plus starting four ranks
+    assert time.time() - begin < 5 * 1 + 25  # gloo's connect gives up after 5 timeouts
     events = [json.loads(line) for line in tmp_events.read_text().splitlines()]
     pids = [e["pid"] for e in events if e["event"] == "started"]
     assert len(pids) == 4 and not [pid for pid in pids if is_running(pid)]
+    worked = {e["rank"]: e["worked"] for e in events if e["event"] == "missing group"}
+    assert worked == {0: False, 1: False, 2: False, 3: False}  # every rank reported
+
+
+def test_the_backend_threads_and_an_async_all_reduce_under_torchrun():
+    result = quiet_run("torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+                       "-m", "workers.process_groups", "threads", "--numel", "1024")
+    by_rank = {e["rank"]: e for e in result.events_named("threads")}
+    assert sorted(by_rank) == [0, 1, 2]
+    for e in by_rank.values():
+        assert e["before"] < e["after_init"] < e["after_group"]  # each group adds threads
+        assert e["python_threads"] < e["after_group"]  # threading sees only its own
+        assert e["value"] == 3 and e["work"] == "Work" and e["returned"] <= e["done"]
+
+
+def test_init_process_group_twice_is_refused_until_destroyed():
+    """What the chapter's Cleanup section says, in one process."""
+    def init():
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+                                rank=0, world_size=1)
+
+    init()
+    try:
+        with pytest.raises(ValueError, match="initialize the default process group twice"):
+            init()
+    finally:
+        dist.destroy_process_group()
+    init()  # after destroy_process_group the next job starts as if it were the first
+    dist.destroy_process_group()
 
 
 @pytest.mark.parametrize(
     "demo, options",
     [
         ("groups", {"--world-size", "--backend", "--events", "--timeout"}),
-        ("overlap", {"--buckets", "--numel", "--size", "--trials", "--world-size", "--backend",
-                     "--events", "--timeout"}),
+        ("missing-group", {"--group-timeout", "--local-sync", "--world-size", "--backend",
+                           "--events", "--timeout"}),
+        ("threads", {"--numel", "--world-size", "--backend", "--events", "--timeout"}),
     ],
 )
 def test_each_demo_documents_only_its_own_options(demo, options, capsys):
@@ -91,8 +124,10 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
         (["groups", "--world-size", "1"], "at least 2"),
         (["missing-group", "--world-size", "2"], "at least 3"),
         (["mesh", "--world-size", "5"], "must be even"),
-        (["overlap", "--buckets", "0"], "must be at least 1"),
-        (["groups", "--buckets", "2"], "unrecognized arguments: --buckets"),
+        (["threads", "--numel", "0"], "must be at least 1"),
+        (["groups", "--numel", "2"], "unrecognized arguments: --numel"),
+        (["overlap"], "invalid choice: 'overlap'"),
+        (["backends", "--world-size", "2", "--local-sync"], "unrecognized arguments"),
         (["groups", "--world-size", "64", "--backend", "nccl"], "needs one GPU per rank"),
     ],
 )

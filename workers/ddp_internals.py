@@ -1,7 +1,7 @@
 """Inside DistributedDataParallel: buckets, overlap, gradient accumulation, communication
 hooks and DDP's options, each measured on a real job.
 
-    python -m workers.ddp_internals buckets
+    python -m workers.ddp_internals buckets --caps default 1 25
     python -m workers.ddp_internals overlap
     python -m workers.ddp_internals no-sync --micro-batches 4
     python -m workers.ddp_internals compression --epochs 1
@@ -14,6 +14,7 @@ per rank. The ranks record what they measured in the events file (--events), whi
 chapter draws; rank 0 prints the results.
 """
 
+import logging
 import statistics
 import sys
 import time
@@ -80,8 +81,8 @@ def train_step(model, optimizer, inputs) -> None:
     optimizer.step()
 
 
-def median_seconds(step, *args, steps: int, warmup: int, device) -> float:
-    """Median wall time of ``step(*args)`` over ``steps`` calls, after ``warmup`` more."""
+def step_seconds(step, *args, steps: int, warmup: int, device) -> list[float]:
+    """Wall time of each of ``steps`` calls of ``step(*args)``, after ``warmup`` more."""
     for _ in range(warmup):
         step(*args)
     times = []
@@ -91,34 +92,49 @@ def median_seconds(step, *args, steps: int, warmup: int, device) -> float:
         step(*args)
         synchronize(device)
         times.append(time.perf_counter() - begin)
-    return statistics.median(times)
+    return times
 
 
-def slowest_rank(seconds: float, device) -> float:
-    """A step is as slow as its slowest rank: the maximum over the ranks, known to all."""
-    value = torch.tensor([seconds], device=device)
+def slowest_rank(seconds, device) -> list[float]:
+    """A step is as slow as its slowest rank: the maximum over the ranks, element by
+    element, known to all."""
+    value = torch.tensor(seconds if isinstance(seconds, list) else [seconds], device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return value.item()
+    return value.tolist()
+
+
+def spread(times: list[float]) -> str:
+    """``median [min-max]`` in milliseconds."""
+    return (f"{statistics.median(times) * 1e3:.1f} ms "
+            f"[{min(times) * 1e3:.1f}-{max(times) * 1e3:.1f}]")
 
 
 # --- buckets, seen ------------------------------------------------------------------------
 
 
+def averaging_hook(process_group,
+                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """What DDP does by default: divide the bucket by the number of ranks, all-reduce it
+    in the background, and hand DDP a future of the averaged bucket."""
+    group = process_group if process_group is not None else dist.group.WORLD
+    buffer = bucket.buffer().div_(group.size())  # one flat tensor: the bucket's gradients
+    future = dist.all_reduce(buffer, group=group, async_op=True).get_future()
+    return future.then(lambda done: done.value()[0])  # the all-reduced tensor
+
+
 def recording_hook(state: dict,
                    bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """What DDP does by default, averaging the bucket over the ranks, and a record of it:
-    the bucket's index, bytes and parameters, and when its all-reduce began and ended."""
-    buffer = bucket.buffer()
-    began = time.time()
-    buffer.div_(dist.get_world_size())
-    future = dist.all_reduce(buffer, async_op=True).get_future()
+    """``averaging_hook``, and a record of the bucket: its index, bytes and parameters, when
+    DDP handed it over and when its all-reduce finished."""
+    began, buffer = time.time(), bucket.buffer()
+    future = averaging_hook(None, bucket)
 
     def record(done: torch.futures.Future) -> torch.Tensor:
         state["events"].emit(
             state["rank"], "bucket", t=began, t_end=time.time(), **state["labels"],
             index=bucket.index(), bytes=buffer.numel() * buffer.element_size(),
             parameters=[state["names"][id(p)] for p in bucket.parameters()])
-        return done.value()[0]
+        return done.value()
 
     return future.then(record)
 
@@ -138,7 +154,8 @@ def buckets(rank: int, args, device, events: Events) -> None:
     for cap in args.caps:
         torch.manual_seed(0)
         model = Tower(args.width, args.depth).to(device)
-        ddp = wrap(model, device, bucket_cap_mb=cap)
+        chosen = {} if cap == "default" else {"bucket_cap_mb": cap}
+        ddp = wrap(model, device, **chosen)
         state = {"rank": rank, "events": events, "labels": {"cap_mb": cap, "step": 0},
                  "names": {id(p): name for name, p in model.named_parameters()}}
         ddp.register_comm_hook(state, recording_hook)
@@ -156,52 +173,97 @@ def buckets(rank: int, args, device, events: Events) -> None:
             optimizer.step()
             synchronize(device)
             times.append(time.perf_counter() - begin)
-        seconds = slowest_rank(statistics.median(times[2:]), device)
+        seconds = slowest_rank(times[2:], device)
         events.emit(rank, "bucket cap", cap_mb=cap, seconds=seconds)
         if rank == 0:
-            say(rank, f"bucket_cap_mb={cap:<4} {seconds * 1000:6.1f} ms per step")
+            say(rank, f"bucket_cap_mb={cap!s:<8} {spread(seconds)} per step")
 
 
-# --- overlap, measured --------------------------------------------------------------------
+# --- overlap: when it helps --------------------------------------------------------------
 
 
-def backward_then_all_reduce(model, optimizer, inputs) -> None:
-    """No overlap: the whole backward first, then one all-reduce of every gradient."""
-    optimizer.zero_grad()
-    model(inputs).pow(2).mean().backward()
-    gradients = [p.grad for p in model.parameters()]
-    flat = torch.cat([g.flatten() for g in gradients])
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()
-    for gradient, averaged in zip(gradients, flat.split([g.numel() for g in gradients])):
-        gradient.copy_(averaged.view_as(gradient))
-    optimizer.step()
+def backward_piece(weights: torch.Tensor, repeats: int) -> None:
+    """Stands for computing one bucket's gradients: matrix products, real CPU work."""
+    for _ in range(repeats):
+        torch.tanh(weights @ weights)
+
+
+def blocking_step(gradients: list, weights, repeats: int) -> None:
+    """Compute a bucket, all-reduce it and wait, compute the next: nothing overlaps."""
+    for gradient in gradients:
+        backward_piece(weights, repeats)
+        dist.all_reduce(gradient)
+
+
+def overlapped_step(gradients: list, weights, repeats: int) -> None:
+    """Compute a bucket, start its all-reduce and go on computing while it travels; wait
+    for all of them at the end, as DDP does before backward() returns."""
+    pending = []
+    for gradient in gradients:
+        backward_piece(weights, repeats)
+        pending.append(dist.all_reduce(gradient, async_op=True))
+    for work in pending:
+        work.wait()
+
+
+def communication_alone(gradients: list) -> None:
+    for gradient in gradients:
+        dist.all_reduce(gradient)
+
+
+def computation_alone(gradients: list, weights, repeats: int) -> None:
+    for _ in gradients:
+        backward_piece(weights, repeats)
+
+
+def matching_repeats(gradient: torch.Tensor, weights: torch.Tensor) -> int:
+    """How many matrix products take as long as one all-reduce of ``gradient``, agreed by
+    every rank: then perfect overlap would halve the step."""
+    device = gradient.device
+    communicate = step_seconds(dist.all_reduce, gradient, steps=5, warmup=2, device=device)
+    compute = step_seconds(backward_piece, weights, 1, steps=5, warmup=2, device=device)
+    ratio = statistics.median(communicate) / statistics.median(compute)
+    return max(1, round(max(slowest_rank(ratio, device))))
 
 
 def overlap(rank: int, args, device, events: Events) -> None:
-    """One step four ways: DDP, by hand without overlap, and its two parts alone."""
-    torch.manual_seed(0)
-    model = Tower(args.width, args.depth).to(device)
-    ddp = wrap(Tower(args.width, args.depth).to(device), device)
-    inputs = batch_for(rank, 0, args, device)
-    everything = torch.cat([p.detach().flatten() for p in model.parameters()])
-    variants = {
-        "DDP": (train_step, ddp),
-        "backward, then one all-reduce": (backward_then_all_reduce, model),
-        "compute alone": (train_step, model),
-    }
-    timings = {}
-    for name, (step, net) in variants.items():
-        optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
-        timings[name] = median_seconds(step, net, optimizer, inputs, steps=args.steps,
-                                       warmup=2, device=device)
-    timings["all-reduce alone"] = median_seconds(dist.all_reduce, everything,
-                                                 steps=args.steps, warmup=2, device=device)
-    for name, seconds in timings.items():
-        seconds = slowest_rank(seconds, device)
-        events.emit(rank, "overlap", variant=name, seconds=seconds)
+    """Blocking against overlapped all-reduces, for small messages (their time is mostly
+    waiting) and large ones (mostly copying and adding), each way ``--trials`` times."""
+    torch.set_num_threads(1)  # one core of compute per rank: the ranks fill the machine
+    weights = torch.randn(args.size, args.size, generator=torch.Generator().manual_seed(0))
+    weights = weights.to(device)
+    for name, count, numel in [("small", args.small_count, args.small_kib * 256),
+                               ("large", args.large_count, args.large_mib * 256 * 1024)]:
+        gradients = [torch.ones(numel, device=device) for _ in range(count)]
+        repeats = matching_repeats(gradients[0], weights)
+        ways = {
+            "compute alone": partial(computation_alone, gradients, weights, repeats),
+            "all-reduce alone": partial(communication_alone, gradients),
+            "blocking": partial(blocking_step, gradients, weights, repeats),
+            "overlapped": partial(overlapped_step, gradients, weights, repeats),
+        }
+        times = {way: [] for way in ways}
+        cpu_share = []
+        for trial in range(args.trials + 1):  # the first round warms up
+            for way, step in ways.items():
+                dist.barrier()
+                cpu, wall = time.process_time(), time.perf_counter()
+                step()
+                synchronize(device)
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                if trial:
+                    times[way].append(wall)
+                    if way == "all-reduce alone":  # every thread of this process
+                        cpu_share.append(cpu / wall)
+        for way in ways:
+            times[way] = slowest_rank(times[way], device)
+        events.emit(rank, "overlap", messages=name, count=count, bytes=numel * 4,
+                    repeats=repeats, seconds=times, cpu_share=cpu_share)
         if rank == 0:
-            say(rank, f"{name:<30} {seconds * 1000:7.1f} ms")
+            say(rank, f"{count} messages of {numel * 4 / 1024:g} KiB, each after "
+                      f"{repeats} matrix product(s):")
+            for way, seconds in times.items():
+                say(rank, f"  {way:<17} {spread(seconds)}")
 
 
 # --- gradient accumulation with no_sync() -------------------------------------------------
@@ -209,9 +271,19 @@ def overlap(rank: int, args, device, events: Events) -> None:
 
 def counting_hook(state: dict,
                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP's own averaging hook, counting the all-reduces it starts."""
+    """DDP's own averaging hook, counting the all-reduces it starts, per micro-batch (the
+    number of forward passes so far, counted by ``count_forwards``)."""
     state["all-reduces"] += 1
+    state["per micro-batch"][state["forwards"] - 1] += 1
     return default_hooks.allreduce_hook(None, bucket)
+
+
+def count_forwards(model: nn.Module, state: dict) -> None:
+    """Count the forward passes of ``model``: which micro-batch a backward belongs to."""
+    def counted(module, inputs):
+        state["forwards"] += 1
+        state["per micro-batch"].append(0)
+    model.register_forward_pre_hook(counted)
 
 
 def accumulate(ddp: DDP, optimizer, micro_batches: list, use_no_sync: bool) -> None:
@@ -231,36 +303,39 @@ ACCUMULATION = ["all-reduce every micro-batch", "no_sync()", "one batch k times 
 
 
 def no_sync(rank: int, args, device, events: Events) -> None:
-    """k micro-batches per step, with and without no_sync(), against one big batch."""
-    micro_batches = [batch_for(rank, i, args, device) for i in range(args.micro_batches)]
-    weights = {}
-    for name in ACCUMULATION:
-        torch.manual_seed(0)
-        ddp = wrap(Tower(args.width, args.depth).to(device), device)
-        state = {"all-reduces": 0}
-        ddp.register_comm_hook(state, counting_hook)
-        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-        if name == "one batch k times larger":
-            one_step = partial(train_step, ddp, optimizer, torch.cat(micro_batches))
-        else:
-            one_step = partial(accumulate, ddp, optimizer, micro_batches,
-                               use_no_sync=name == "no_sync()")
-        one_step()  # the first step: its weights are compared
-        weights[name] = [p.detach().clone() for p in ddp.module.parameters()]
-        state["all-reduces"] = 0  # count from here, with DDP's buckets rebuilt
-        seconds = median_seconds(one_step, steps=args.steps, warmup=1, device=device)
-        all_reduces = state["all-reduces"] // (args.steps + 1)  # per optimizer step
-        seconds = slowest_rank(seconds, device)
-        events.emit(rank, "accumulation", variant=name, all_reduces=all_reduces,
-                    seconds=seconds, k=args.micro_batches)
-        if rank == 0:
-            say(rank, f"{name:<30} {all_reduces:3} all-reduce(s), {seconds * 1000:7.1f} ms "
-                      "per optimizer step")
-    reference = weights["one batch k times larger"]
-    for name in ACCUMULATION:
-        difference = max((mine - theirs).abs().max().item()
-                         for mine, theirs in zip(weights[name], reference))
-        events.emit(rank, "weights", variant=name, largest_difference=difference)
+    """For each K of --micro-batches: K micro-batches per step, with and without no_sync(),
+    against one batch K times larger."""
+    for k in args.micro_batches:
+        micro_batches = [batch_for(rank, i, args, device) for i in range(k)]
+        weights = {}
+        for name in ACCUMULATION:
+            torch.manual_seed(0)
+            ddp = wrap(Tower(args.width, args.depth).to(device), device)
+            state = {"all-reduces": 0, "forwards": 0, "per micro-batch": []}
+            ddp.register_comm_hook(state, counting_hook)
+            count_forwards(ddp.module, state)
+            optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+            if name == "one batch k times larger":
+                one_step = partial(train_step, ddp, optimizer, torch.cat(micro_batches))
+            else:
+                one_step = partial(accumulate, ddp, optimizer, micro_batches,
+                                   use_no_sync=name == "no_sync()")
+            one_step()  # the first step: its weights are compared
+            weights[name] = [p.detach().clone() for p in ddp.module.parameters()]
+            # count from here, with DDP's buckets rebuilt
+            state.update({"all-reduces": 0, "forwards": 0, "per micro-batch": []})
+            one_step()
+            all_reduces = state["all-reduces"]  # in one optimizer step
+            events.emit(rank, "accumulation", variant=name, all_reduces=all_reduces, k=k,
+                        per_micro_batch=state["per micro-batch"])
+            if rank == 0:
+                say(rank, f"K={k}: {name:<30} {all_reduces:3} all-reduce(s) per optimizer "
+                          "step")
+        reference = weights["one batch k times larger"]
+        for name in ACCUMULATION:
+            difference = max((mine - theirs).abs().max().item()
+                             for mine, theirs in zip(weights[name], reference))
+            events.emit(rank, "weights", variant=name, largest_difference=difference, k=k)
 
 
 # --- hooks that change the traffic --------------------------------------------------------
@@ -289,34 +364,41 @@ class CountedTraffic:
         dist.all_reduce = self.all_reduce
 
 
-def powersgd(ddp: DDP) -> None:
-    """PowerSGD: each large gradient matrix sent as two thin factors of rank 2."""
-    if torch.cuda.is_available() and not next(ddp.parameters()).is_cuda:  # a PyTorch bug
+HOOKS = ["allreduce (the default)", "fp16_compress_hook", "bf16_compress_hook",
+         "powerSGD_hook, from step 2", "powerSGD_hook, defaults otherwise"]
+
+
+def register_hook(ddp: DDP, name: str, rank: int = 2) -> None:
+    """One of PyTorch's shipped communication hooks, registered as a reader registers it
+    (``rank``: PowerSGD's matrix_approximation_rank)."""
+    if name.startswith("powerSGD") and torch.cuda.is_available() and not next(
+            ddp.parameters()).is_cuda:  # a PyTorch bug, explained in the chapter
         raise RuntimeError("powerSGD_hook fails for CPU gradients where a GPU is visible "
                            "(it calls torch.cuda.synchronize on the CPU): run with "
                            "CUDA_VISIBLE_DEVICES= to hide the GPUs")
-    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
-                                        start_powerSGD_iter=2)  # plain all-reduce before
-    ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    if name == "allreduce (the default)":  # what DDP does without a hook
+        ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+    elif name == "fp16_compress_hook":  # None: the default process group
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif name == "bf16_compress_hook":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif name == "powerSGD_hook, from step 2":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=rank,
+            start_powerSGD_iter=2)  # compress from step 2
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    else:  # start_powerSGD_iter=1_000: the first 1,000 steps are plain all-reduces
+        state = powerSGD_hook.PowerSGDState(process_group=None,
+                                            matrix_approximation_rank=rank)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
-HOOKS = {
-    "allreduce (the default)":
-        lambda ddp: ddp.register_comm_hook(None, default_hooks.allreduce_hook),
-    "fp16_compress_hook":
-        lambda ddp: ddp.register_comm_hook(None, default_hooks.fp16_compress_hook),
-    "bf16_compress_hook":
-        lambda ddp: ddp.register_comm_hook(None, default_hooks.bf16_compress_hook),
-    "powerSGD_hook, rank 2": powersgd,
-}
-
-
-def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) -> int:
+def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) -> list:
     """--epochs over the training images, this rank's share of each global batch;
-    returns the number of steps."""
+    returns this rank's loss at every step."""
     world_size = dist.get_world_size()
     per_rank = args.batch_size // world_size
-    steps = len(images) // args.batch_size
+    steps, losses = len(images) // args.batch_size, []
     for epoch in range(args.epochs):
         order = torch.randperm(len(images), generator=torch.Generator().manual_seed(epoch))
         for step in range(steps):
@@ -326,32 +408,42 @@ def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) ->
             loss = F.cross_entropy(ddp(images[mine].to(device)), labels[mine].to(device))
             loss.backward()
             optimizer.step()
-    return args.epochs * steps
+            losses.append(loss.item())
+    return losses
 
 
 def compression(rank: int, args, device, events: Events) -> None:
-    """The same training with each hook: bytes all-reduced per step, test accuracy."""
+    """The same training with each hook (PowerSGD with each --powersgd-ranks): bytes
+    all-reduced per step, test accuracy, each step's loss."""
     (images, labels), (test_images, test_labels) = mnist_tensors(args.data_root)
-    for name, register in HOOKS.items():
+    images, labels = images[:args.train_images], labels[:args.train_images]
+    runs = [(name, None) for name in HOOKS[:3]] + [
+        (HOOKS[3], r) for r in args.powersgd_ranks] + [(HOOKS[4], 2)]
+    for name, approximation_rank in runs:
+        label = name if approximation_rank is None or name == HOOKS[4] else (
+            f"powerSGD_hook, rank {approximation_rank}, from step 2")
         torch.manual_seed(0)
         ddp = wrap(MnistNet().to(device), device)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
         try:
-            register(ddp)
+            register_hook(ddp, name, approximation_rank or 2)
             with CountedTraffic() as traffic:
-                steps = train_mnist(ddp, optimizer, rank, args, device, images, labels)
+                losses = train_mnist(ddp, optimizer, rank, args, device, images, labels)
         except RuntimeError as error:  # a backend without this dtype, a CPU with a GPU
-            events.emit(rank, "hook", hook=name, error=first_line(error))
+            events.emit(rank, "hook", hook=label, error=first_line(error),
+                        approximation_rank=approximation_rank)
             if rank == 0:
-                say(rank, f"{name:<24} did not run: {first_line(error)}")
+                say(rank, f"{label:<34} did not run: {first_line(error)}")
             continue
         with torch.no_grad():
             predicted = ddp.module(test_images.to(device)).argmax(dim=1)
         accuracy = (predicted == test_labels.to(device)).float().mean().item()
-        events.emit(rank, "hook", hook=name, bytes_per_step=traffic.bytes / steps,
-                    accuracy=accuracy, error=None)
+        steps = len(losses)
+        events.emit(rank, "hook", hook=label, bytes_per_step=traffic.bytes / steps,
+                    accuracy=accuracy, error=None, steps=steps, losses=losses,
+                    approximation_rank=approximation_rank)
         if rank == 0:
-            say(rank, f"{name:<24} {traffic.bytes / steps / 1e3:7.1f} kB all-reduced per "
+            say(rank, f"{label:<34} {traffic.bytes / steps / 1e3:6.1f} kB all-reduced per "
                       f"step, test accuracy {accuracy:.1%}")
 
 
@@ -366,37 +458,43 @@ class TowerWithUnusedLayer(Tower):
         self.unused = nn.Linear(width, width)
 
 
-OPTIONS = {
-    "defaults": {},
-    "gradient_as_bucket_view=True": {"gradient_as_bucket_view": True},
-    "static_graph=True": {"static_graph": True},
-    "find_unused_parameters=True": {"find_unused_parameters": True},
-}
+OPTIONS = ["defaults", "gradient_as_bucket_view=True", "static_graph=True",
+           "find_unused_parameters=True"]
+
+
+def wrapped(model: nn.Module, option: str, device) -> DDP:
+    """DDP around ``model`` with one of its options set."""
+    ids = [device.index] if device.type == "cuda" else None  # the rank's GPU, or the CPU
+    if option == "gradient_as_bucket_view=True":  # param.grad is a view into its bucket
+        return DDP(model, device_ids=ids, gradient_as_bucket_view=True)
+    if option == "static_graph=True":  # the same parameters used in every step
+        return DDP(model, device_ids=ids, static_graph=True)
+    if option == "find_unused_parameters=True":  # look for unused ones after each forward
+        return DDP(model, device_ids=ids, find_unused_parameters=True)
+    return DDP(model, device_ids=ids)
 
 
 def options(rank: int, args, device, events: Events) -> None:
-    """Each option's time per step on the tower, and whether it trains with a layer that
-    takes no part in the loss."""
+    """Whether each option trains the tower and the tower with a layer that takes no part
+    in the loss, for a few steps."""
     inputs = batch_for(rank, 0, args, device)
-    for name, chosen in OPTIONS.items():
+    for option in OPTIONS:
         for model in [Tower(args.width, args.depth),
                       TowerWithUnusedLayer(args.width, args.depth)]:
             torch.manual_seed(0)
-            ddp = wrap(model.to(device), device, **chosen)
+            ddp = wrapped(model.to(device), option, device)
             optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
             try:
-                seconds = slowest_rank(median_seconds(
-                    train_step, ddp, optimizer, inputs, steps=args.steps, warmup=2,
-                    device=device), device)
+                for _ in range(args.steps):
+                    train_step(ddp, optimizer, inputs)
                 error = None
             except RuntimeError as raised:  # DDP refuses the unused layer
-                seconds, error = None, first_line(raised)
-            events.emit(rank, "option", option=name, model=type(model).__name__,
-                        seconds=seconds, error=error)
+                error = first_line(raised)
+            events.emit(rank, "option", option=option, model=type(model).__name__,
+                        error=error)
             if rank == 0:
-                result = (f"refused: {error.split('. ')[0]}" if error else
-                          f"{seconds * 1000:7.1f} ms per step")
-                say(rank, f"{name:<29} {type(model).__name__:<21} {result}")
+                result = f"refused: {error.split('. ')[0]}" if error else "trained"
+                say(rank, f"{option:<29} {type(model).__name__:<21} {result}")
     batch_norm(rank, args, device, events)
 
 
@@ -438,35 +536,54 @@ def batch_norm(rank: int, args, device, events: Events) -> None:
 # --- torch.compile ------------------------------------------------------------------------
 
 
+class DDPOptimizerLog(logging.Handler):
+    """Keeps what torch.compile's DDPOptimizer logs when it splits a graph at buckets."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+        self.logger = logging.getLogger("torch._dynamo.backends.distributed")
+
+    def emit(self, record) -> None:
+        if "DDPOptimizer" in record.getMessage():
+            self.lines.append(record.getMessage().strip().split(". ")[0])
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level)
+
+
 def compiled(rank: int, args, device, events: Events) -> None:
-    """The same DDP step eager and compiled two ways: the first step, which compiles,
-    the later ones, and how many graphs the compiler was handed."""
+    """The two ways of combining torch.compile with DDP: how many graphs Dynamo captured,
+    and whether DDPOptimizer split them at the buckets."""
     from torch._dynamo.utils import counters  # torch.compile's own tally of its work
 
     inputs = batch_for(rank, 0, args, device)
-    for name in ["eager", "torch.compile(DDP(model))", "DDP(torch.compile(model))"]:
+    for name in ["torch.compile(DDP(model))", "DDP(torch.compile(model))"]:
         torch.manual_seed(0)
         model = Tower(args.width, args.depth).to(device)
-        if name == "eager":
-            ddp = wrap(model, device)
-        elif name == "torch.compile(DDP(model))":
-            ddp = torch.compile(wrap(model, device), backend=args.compiler)
+        if name == "torch.compile(DDP(model))":
+            ddp = torch.compile(wrap(model, device, bucket_cap_mb=1), backend=args.compiler)
         else:
-            ddp = wrap(torch.compile(model, backend=args.compiler), device)
+            ddp = wrap(torch.compile(model, backend=args.compiler), device, bucket_cap_mb=1)
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         counters.clear()
-        begin = time.perf_counter()
-        train_step(ddp, optimizer, inputs)
-        first = slowest_rank(time.perf_counter() - begin, device)
-        later = slowest_rank(median_seconds(train_step, ddp, optimizer, inputs,
-                                            steps=args.steps, warmup=1, device=device),
-                             device)
+        with DDPOptimizerLog() as log:
+            for _ in range(args.steps):
+                train_step(ddp, optimizer, inputs)
         graphs = counters["stats"]["unique_graphs"]
-        events.emit(rank, "compile", variant=name, backend=args.compiler, first=first,
-                    later=later, graphs=graphs)
+        breaks = sum(counters["graph_break"].values())
+        events.emit(rank, "compile", variant=name, backend=args.compiler, graphs=graphs,
+                    graph_breaks=breaks, ddp_optimizer=log.lines)
         if rank == 0:
-            say(rank, f"{name:<26} {graphs} graph(s) compiled, first step {first:6.2f} s, "
-                      f"then {later * 1000:6.1f} ms per step")
+            say(rank, f"{name}: {graphs} graph(s) captured, {breaks} graph break(s); "
+                      + (log.lines[0] if log.lines else "DDPOptimizer said nothing"))
         torch.compiler.reset()  # the compiled code holds the model: let both go
 
 
@@ -493,7 +610,8 @@ def rank_main(rank: int, job: Job, args) -> None:
         synchronize(device)
 
 
-def add_tower_options(parser, width: int = 1024, depth: int = 8, steps: int = 8) -> None:
+def add_tower_options(parser, width: int = 1024, depth: int = 8, steps: int = 8,
+                      what: str = "timed steps per variant") -> None:
     parser.add_argument("--width", type=positive_int, default=width,
                         help=f"features of each linear layer (default {width})")
     parser.add_argument("--depth", type=positive_int, default=depth,
@@ -501,7 +619,12 @@ def add_tower_options(parser, width: int = 1024, depth: int = 8, steps: int = 8)
     parser.add_argument("--batch-size", type=positive_int, default=32,
                         help="inputs per rank and step (default 32)")
     parser.add_argument("--steps", type=positive_int, default=steps,
-                        help=f"timed steps per variant (default {steps})")
+                        help=f"{what} (default {steps})")
+
+
+def bucket_cap(text: str):
+    """``default`` (bucket_cap_mb not passed at all) or a whole number of MiB."""
+    return text if text == "default" else positive_int(text)
 
 
 def command_line() -> Parser:
@@ -511,7 +634,7 @@ def command_line() -> Parser:
     bucket_demo = demos.add_parser(
         "buckets", help="every bucket's all-reduce recorded, for several bucket_cap_mb")
     overlap_demo = demos.add_parser(
-        "overlap", help="DDP's overlapped step against backward, then one all-reduce")
+        "overlap", help="blocking against overlapped all-reduces, small and large messages")
     accumulation = demos.add_parser(
         "no-sync", help="gradient accumulation with and without no_sync()")
     hooks = demos.add_parser(
@@ -519,25 +642,45 @@ def command_line() -> Parser:
     option_demo = demos.add_parser(
         "options", help="gradient_as_bucket_view, static_graph, find_unused_parameters; "
                         "batch norm across ranks")
-    compile_demo = demos.add_parser("compile", help="the DDP step eager and compiled")
-    add_tower_options(bucket_demo)
-    bucket_demo.add_argument("--caps", type=positive_int, nargs="+", metavar="MB",
-                             default=[1, 5, 25, 100],
-                             help="bucket_cap_mb values (default 1 5 25 100)")
-    add_tower_options(overlap_demo, steps=12)
+    compile_demo = demos.add_parser(
+        "compile", help="torch.compile with DDP, both ways: graphs, DDPOptimizer's split")
+    add_tower_options(bucket_demo, width=512)
+    bucket_demo.add_argument("--caps", type=bucket_cap, nargs="+", metavar="MB",
+                             default=["default", 1, 4, 25],
+                             help="bucket_cap_mb values; 'default' passes none "
+                                  "(default: default 1 4 25)")
+    overlap_demo.add_argument("--small-kib", type=positive_int, default=16,
+                              help="KiB per small message (default 16)")
+    overlap_demo.add_argument("--small-count", type=positive_int, default=32,
+                              help="small messages per step (default 32)")
+    overlap_demo.add_argument("--large-mib", type=positive_int, default=8,
+                              help="MiB per large message (default 8)")
+    overlap_demo.add_argument("--large-count", type=positive_int, default=4,
+                              help="large messages per step (default 4)")
+    overlap_demo.add_argument("--size", type=positive_int, default=128,
+                              help="side of the matrices multiplied as computation "
+                                   "(default 128)")
+    overlap_demo.add_argument("--trials", type=positive_int, default=5,
+                              help="timed steps per way (default 5)")
     add_tower_options(accumulation, width=512, depth=4, steps=3)
-    accumulation.add_argument("--micro-batches", type=positive_int, default=4, metavar="K",
-                              help="micro-batches per optimizer step (default 4)")
+    accumulation.add_argument("--micro-batches", type=positive_int, nargs="+", default=[4],
+                              metavar="K", help="micro-batches per optimizer step, one or "
+                                                "more values (default 4)")
     hooks.add_argument("--epochs", type=positive_int, default=1,
                        help="epochs on the MNIST training images per hook (default 1)")
     hooks.add_argument("--batch-size", type=positive_int, default=64,
                        help="global batch, split over the ranks (default 64)")
     hooks.add_argument("--lr", type=positive_float, default=0.05,
                        help="learning rate (default 0.05)")
+    hooks.add_argument("--train-images", type=positive_int, default=60_000, metavar="N",
+                       help="train on the first N of MNIST's 60,000 images (default all)")
+    hooks.add_argument("--powersgd-ranks", type=positive_int, nargs="+", default=[2],
+                       metavar="R", help="PowerSGD's matrix_approximation_rank, one run "
+                                         "each (default 2)")
     hooks.add_argument("--data-root", default=DEFAULT_DATA_ROOT,
                        help="where MNIST is (default: data/ in the clone)")
-    add_tower_options(option_demo, width=512, depth=4)
-    add_tower_options(compile_demo, width=512, depth=4)
+    add_tower_options(option_demo, width=512, depth=4, steps=3, what="steps per option")
+    add_tower_options(compile_demo, width=512, depth=4, steps=2, what="steps per variant")
     compile_demo.add_argument("--compiler", default="inductor",
                               help="torch.compile backend (default inductor)")
     for demo in (bucket_demo, overlap_demo, accumulation, hooks, option_demo, compile_demo):

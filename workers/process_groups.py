@@ -1,12 +1,12 @@
 """Process groups and backends: subgroups, device meshes, what each backend supports, and
-asynchronous collectives overlapped with computation.
+the backend's own threads behind an asynchronous collective.
 
     python -m workers.process_groups groups --world-size 4
     python -m workers.process_groups missing-group --world-size 3
+    python -m workers.process_groups missing-group --world-size 3 --local-sync
     python -m workers.process_groups mesh --world-size 4
     python -m workers.process_groups backends --world-size 2
-    python -m workers.process_groups overlap --world-size 2
-    python -m workers.process_groups cleanup --world-size 2
+    python -m workers.process_groups threads --world-size 2
     torchrun --standalone --nproc-per-node 4 -m workers.process_groups groups
 
 Every rank starts with the value ``rank + 1``, so a sum over a group says who was in it.
@@ -15,8 +15,8 @@ Every rank starts with the value ``rank + 1``, so a sum over a group says who wa
 from __future__ import annotations
 
 import os
-import statistics
 import sys
+import threading
 import time
 from datetime import timedelta
 
@@ -30,6 +30,7 @@ from workers.ranks import (
     add_common_options,
     first_line,
     open_events,
+    positive_float,
     positive_int,
     say,
 )
@@ -49,54 +50,66 @@ def subgroup_layout(world_size: int) -> dict[str, list[int]]:
     }
 
 
-def groups(rank: int, world_size: int, device, events: Events, timeout: timedelta) -> None:
+def groups(rank: int, world_size: int, device, timeout: timedelta) -> list[dict]:
+    """Every group of ``subgroup_layout`` and the world: what this rank sees in each."""
     # Every rank calls new_group for every group, in the same order, even for groups it is
-    # not in: creating a group is itself a collective over the default group. A new group
-    # does not inherit init_process_group's timeout: without timeout= it waits 30 minutes.
+    # not in: creating a group is itself a collective over the default group.
     layout = subgroup_layout(world_size)
     made = {name: dist.new_group(ranks, timeout=timeout) for name, ranks in layout.items()}
     made["world"], layout["world"] = dist.group.WORLD, list(range(world_size))
-
+    seen = []
     for name in ["world", "even", "odd", "head", "tail", "backwards"]:
-        group, members = made[name], layout[name]
-        if rank not in members:
-            # Outside a group get_rank(group) is -1, and its collectives are off limits.
-            events.emit(rank, "member", group=name, members=members,
-                        group_rank=dist.get_rank(group))
+        group = made[name]
+        if rank not in layout[name]:  # get_rank(group) is -1 here
+            seen.append(dict(group=name, group_rank=dist.get_rank(group)))
             continue
-        group_rank = dist.get_rank(group)  # this rank's number inside the group
-        assert group_rank == dist.get_group_rank(group, rank)
-        first = dist.get_global_rank(group, 0)  # group rank 0, as a global rank
         total = torch.tensor([float(rank + 1)], device=device)
         dist.all_reduce(total, group=group)  # only the members take part
+        first = dist.get_global_rank(group, 0)  # group rank 0, as a global rank
         leader = torch.tensor([float(rank)], device=device)
         dist.broadcast(leader, src=first, group=group)  # src is a *global* rank
-        size = dist.get_world_size(group)
-        say(rank, f"{name:>9} {members}: group rank {group_rank} of {size}, "
-                  f"sum {total.item():g}, broadcast from global rank {first} gave "
-                  f"{leader.item():g}")
-        events.emit(rank, "member", group=name, members=members, group_rank=group_rank,
-                    group_size=size, first_global=first, sum=total.item(),
-                    broadcast=leader.item())
+        seen.append(dict(group=name, group_rank=dist.get_rank(group),
+                         group_size=dist.get_world_size(group), first_global=first,
+                         sum=total.item(), broadcast=leader.item()))
+    return seen
 
 
-def missing_group(rank: int, world_size: int, device, events: Events, timeout: timedelta):
-    """The last rank skips new_group for a group it is not in; then all make another."""
-    events.emit(rank, "started", pid=os.getpid())
+def report_groups(rank: int, world_size: int, seen: list[dict], events: Events) -> None:
+    layout = {"world": list(range(world_size)), **subgroup_layout(world_size)}
+    for e in seen:
+        events.emit(rank, "member", members=layout[e["group"]], **e)
+        if e["group_rank"] >= 0:
+            say(rank, f"{e['group']:>9} {layout[e['group']]}: group rank {e['group_rank']} "
+                      f"of {e['group_size']}, sum {e['sum']:g}, broadcast from global rank "
+                      f"{e['first_global']} gave {e['broadcast']:g}")
+
+
+def missing_group(rank: int, world_size: int, device, group_timeout: timedelta,
+                  local: bool) -> bool:
+    """The last rank skips new_group for a group it is not in; then all make another.
+    ``local``: both made with use_local_synchronization=True. True if it worked."""
     if rank != world_size - 1:
-        dist.new_group([0, 1], timeout=timeout)
-        say(rank, "made new_group([0, 1])")
+        pair = dist.new_group([0, 1], timeout=group_timeout,
+                              use_local_synchronization=local)
+        if rank in (0, 1):
+            dist.all_reduce(torch.ones(1, device=device), group=pair)
+            say(rank, f"made new_group([0, 1]), named {pair.group_name!r}, used it")
+        else:
+            say(rank, "made new_group([0, 1]), which it is not in")
     else:
         say(rank, "skipped new_group([0, 1]): 'I am not in it anyway'")
     begin = time.time()
     try:
-        everyone = dist.new_group(list(range(world_size)), timeout=timeout)
+        everyone = dist.new_group(list(range(world_size)), timeout=group_timeout,
+                                  use_local_synchronization=local)
+        say(rank, f"new_group(all ranks) returned after {time.time() - begin:.1f} s")
         dist.all_reduce(torch.ones(1, device=device), group=everyone)
-        say(rank, "new_group(all ranks) and its all_reduce finished")
+        say(rank, "its all_reduce finished")
+        return True
     except RuntimeError as error:  # DistStoreError is a RuntimeError
         say(rank, f"new_group(all ranks) failed after {time.time() - begin:.1f} s: "
                   f"{type(error).__name__}: {first_line(error)}")
-        raise SystemExit(1) from None
+        return False
 
 
 def mesh(rank: int, world_size: int, device, events: Events, timeout: timedelta) -> None:
@@ -223,113 +236,88 @@ def backends(rank: int, world_size: int, device, events: Events) -> None:
     say(rank, f"tried {len(devices)} device type(s); backends built in: {built}")
 
 
-# --- asynchronous collectives -------------------------------------------------------------
+# --- the backend's threads, and an asynchronous collective --------------------------------
 
 
-def fake_backward_step(weights: torch.Tensor) -> None:
-    """Stands for computing one layer's gradients: a matrix product, real CPU work."""
-    torch.tanh(weights @ weights)
+def threads_here() -> int:
+    """This process's threads as the operating system counts them: Python's ``threading``
+    module knows only the threads Python started, not the backend's C++ threads."""
+    return len(os.listdir("/proc/self/task"))
 
 
-def overlap(rank: int, device, events: Events, buckets: int, numel: int, size: int,
-            trials: int) -> None:
-    """A backward pass in ``buckets`` pieces; each finished bucket of gradients is averaged.
-
-    blocking: compute a bucket, all_reduce it, wait, compute the next.
-    overlapped: compute a bucket, start its all_reduce with async_op=True, compute the next
-    while it travels; wait for all of them at the end. That is what DDP does.
-    """
-    torch.set_num_threads(1)  # one core of compute per rank; the rest is for communication
-    generator = torch.Generator().manual_seed(rank)
-    weights = torch.randn(size, size, generator=generator).to(device)
-    gradients = [torch.ones(numel, device=device) for _ in range(buckets)]
-
-    def step(mode: str) -> tuple[float, list[dict]]:
-        spans, pending = [], []
-        dist.barrier()
-        begin = time.time()
-        for gradient in gradients:
-            started = time.time()
-            fake_backward_step(weights)
-            spans.append(dict(event="compute", t=started, t_end=time.time(), lane=0))
-            sent = time.time()
-            if mode == "blocking":
-                dist.all_reduce(gradient)
-                spans.append(dict(event="all_reduce", t=sent, t_end=time.time(), lane=1))
-            else:
-                work = dist.all_reduce(gradient, async_op=True)  # returns at once
-                done = {}  # the callback runs when the all_reduce completes: its real end
-                work.get_future().then(lambda _, d=done: d.setdefault("t", time.time()))
-                pending.append((work, sent, done))
-        for work, sent, done in pending:
-            work.wait()  # gradients must be complete before the optimizer uses them
-            ended = done.get("t", time.time())
-            spans.append(dict(event="all_reduce", t=sent, t_end=ended, lane=1))
-        return time.time() - begin, spans
-
-    seconds = {"blocking": [], "overlapped": []}
-    for trial in range(trials + 1):  # the first round warms up and is not counted
-        for mode in seconds:
-            took, spans = step(mode)
-            if trial:
-                seconds[mode].append(took)
-            if trial == trials:  # the last step of each mode is drawn
-                for span in spans:
-                    events.emit(rank, mode=mode, **span)
-    for mode, times in seconds.items():
-        median = statistics.median(times)
-        events.emit(rank, "step time", mode=mode, seconds=median, trials=times)
-        say(rank, f"{mode:>10}: median step {median * 1000:.1f} ms over {trials} trials")
+def thread_names() -> list[str]:
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as file:
+                names.append(file.read().strip())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return sorted(names)
 
 
-# --- cleanup ------------------------------------------------------------------------------
+def async_all_reduce(x: torch.Tensor) -> tuple[float, float]:
+    """Start an all_reduce, compute while it travels, wait for it: how long the call took
+    to return, and how long until the result was there."""
+    begin = time.perf_counter()
+    work = dist.all_reduce(x, async_op=True)  # queued for the backend's thread
+    returned = time.perf_counter() - begin
+    torch.tanh(torch.randn(300, 300) @ torch.randn(300, 300))  # free to compute meanwhile
+    work.wait()  # do not touch x before this
+    return returned, time.perf_counter() - begin
 
 
-def cleanup(rank: int, jobs: list[Job], events: Events) -> None:
-    """Jobs one after the other in one process, as a sweep or a test suite runs them."""
-    for job in jobs[:2]:  # joined() calls destroy_process_group when its block ends
-        with joined(job, rank) as device:
-            total = torch.ones(1, device=device)
-            dist.all_reduce(total)
-        say(rank, f"job on {job.init_method}: all_reduce gave {total.item():g}; destroyed")
-        events.emit(rank, "job", destroyed=True, value=total.item())
-    # Without destroy_process_group, the next init_process_group in the process refuses.
-    job = jobs[2]
-    wait = timedelta(seconds=job.timeout)
-    dist.init_process_group(job.backend, init_method=job.init_method, rank=rank,
-                            world_size=job.world_size, timeout=wait)
-    try:
-        dist.init_process_group(job.backend, init_method=job.init_method, rank=rank,
-                                world_size=job.world_size, timeout=wait)
-    except ValueError as error:
-        say(rank, f"init_process_group again, without destroying: {first_line(error)}")
-        events.emit(rank, "job", destroyed=False, error=first_line(error))
-    finally:
-        dist.destroy_process_group()
+def threads(rank: int, device, events: Events, before: int, numel: int) -> None:
+    """Threads before and after the groups, and an all_reduce with async_op=True."""
+    after_init = threads_here()
+    group = dist.new_group()  # all ranks, with threads and connections of its own
+    dist.all_reduce(torch.ones(1, device=device), group=group)
+    after_group = threads_here()
+    x = torch.ones(numel, device=device)
+    returned, done = async_all_reduce(x)
+    work = dist.all_reduce(torch.ones(1, device=device), async_op=True)
+    work.wait()
+    names = thread_names()
+    say(rank, f"threads: {before} before init_process_group, {after_init} after it, "
+              f"{after_group} after new_group; threading.enumerate() knows "
+              f"{threading.active_count()}")
+    say(rank, f"all_reduce(async_op=True) returned a {type(work).__name__} after "
+              f"{returned * 1e3:.2f} ms; wait() returned after {done * 1e3:.2f} ms, "
+              f"x[0] = {x[0].item():g}")
+    events.emit(rank, "threads", before=before, after_init=after_init,
+                after_group=after_group, python_threads=threading.active_count(),
+                names=names, returned=returned, done=done, value=x[0].item(),
+                work=type(work).__name__, numel=numel)
 
 
 # --- one rank, from start to finish -------------------------------------------------------
 
 
 def rank_main(rank: int, job: Job, args, spares: list[Job]) -> None:
-    """One rank. ``spares``: the same job on other ports, for demos that start more jobs."""
+    """One rank. ``spares``: the same job on another port, for the demo that starts two."""
     events = Events(args.events)
-    if args.demo == "cleanup":
-        return cleanup(rank, [job, *spares], events)
+    events.emit(rank, "started", pid=os.getpid())
     if args.demo == "backends":
         no_backend_given(rank, spares[0], events)
+    before = threads_here()
     wait = timedelta(seconds=job.timeout)  # for the groups a demo makes
     with joined(job, rank) as device:
         if args.demo == "groups":
-            groups(rank, job.world_size, device, events, wait)
+            report_groups(rank, job.world_size, groups(rank, job.world_size, device, wait),
+                          events)
         elif args.demo == "missing-group":
-            missing_group(rank, job.world_size, device, events, wait)
+            worked = missing_group(rank, job.world_size, device,
+                                   timedelta(seconds=args.group_timeout), args.local_sync)
+            events.emit(rank, "missing group", worked=worked)
+            dist.barrier()  # the default group still works: every rank reports, then exits
+            if not worked:
+                raise SystemExit(1)
         elif args.demo == "mesh":
             mesh(rank, job.world_size, device, events, wait)
         elif args.demo == "backends":
             backends(rank, job.world_size, device, events)
         else:
-            overlap(rank, device, events, args.buckets, args.numel, args.size, args.trials)
+            threads(rank, device, events, before, args.numel)
 
 
 def command_line() -> Parser:
@@ -341,21 +329,18 @@ def command_line() -> Parser:
         demos.add_parser("missing-group", help="a rank that skips new_group"),
         demos.add_parser("mesh", help="a 2-D device mesh and new_subgroups"),
         demos.add_parser("backends", help="what each backend supports here, tried"),
-        demos.add_parser("overlap", help="async all_reduce overlapped with computation"),
-        demos.add_parser("cleanup", help="jobs in one process, with and without destroy"),
+        demos.add_parser("threads", help="the backend's threads; an async all_reduce"),
     ]
-    overlap_demo = made[4]
-    overlap_demo.add_argument("--buckets", type=positive_int, default=8,
-                              help="gradient buckets per step (default 8)")
-    overlap_demo.add_argument("--numel", type=positive_int, default=1 << 18,
-                              help="floats per bucket (default 256K = 1 MB)")
-    overlap_demo.add_argument("--size", type=positive_int, default=400,
-                              help="side of the matrix multiplied per bucket (default 400)")
-    overlap_demo.add_argument("--trials", type=positive_int, default=15,
-                              help="timed steps per mode (default 15)")
+    missing = made[1]
+    missing.add_argument("--group-timeout", type=positive_float, default=1,
+                         metavar="SECONDS", help="timeout= of its groups (default 1)")
+    missing.add_argument("--local-sync", action="store_true",
+                         help="make both groups with use_local_synchronization=True")
+    made[4].add_argument("--numel", type=positive_int, default=1 << 20,
+                         help="floats all-reduced with async_op=True (default 1M = 4 MiB)")
     for demo in made:
         add_job_options(demo, world_size=4 if demo.prog.endswith(("groups", "mesh")) else 2)
-        add_common_options(demo, timeout=30)
+        add_common_options(demo, timeout=15 if demo is missing else 30)
     return parser
 
 
@@ -366,10 +351,10 @@ def main(argv=None) -> int:
     job = job_from_args(parser, args, least)
     if args.demo == "mesh" and job.world_size % 2:
         parser.error("mesh lays the ranks out as N/2 x 2: the world size must be even")
-    if job.started_as_rank and args.demo in ("backends", "cleanup"):
+    if job.started_as_rank and args.demo == "backends":
         parser.error(f"{args.demo} starts more than one job: run it without torchrun")
     open_events(args.events)
-    spares = [job.on_fresh_port(), job.on_fresh_port()]
+    spares = [job.on_fresh_port()]
     # slicing a mesh imports torch._dynamo: before the group (workers.ranks.import_modules)
     preload = ("torch._dynamo",) if args.demo == "mesh" else ()
     return run_ranks(job, rank_main, args, spares, preload=preload)

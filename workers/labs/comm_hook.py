@@ -15,7 +15,7 @@ from workers.labs.harness import Finding, wait_findings
 CHAPTER = "ddp_internals"
 FUNCTION = "fp16_average_hook"
 ASKS = "a DDP comm hook that averages in float16: half the bytes, ranks identical"
-REREAD = '"Part 4: hooks that change the traffic" in the Inside DDP chapter'
+REREAD = '"Hooks that change the traffic" in the Inside DDP chapter'
 PASSED = "averages each bucket in float16"
 WORLD_SIZES = (2, 3)  # the page runs 2 ranks
 GROUP = True
