@@ -16,7 +16,8 @@ from workers.labs.harness import Finding
 CHAPTER = "hogwild"
 FUNCTION = "hogwild_train"
 ASKS = "a Hogwild loop: every process's SGD steps land in the one shared model"
-REREAD = '"The code" and "The parameters really are shared" in the Hogwild chapter'
+REREAD = ('"A complete program" and "The parameters really are shared" in the Hogwild '
+          'chapter')
 PASSED = "trains the shared model: every process's steps landed"
 WORLD_SIZES = (2, 4)  # processes; the page runs 2 and 3
 GROUP = False  # processes sharing memory, not a process group
