@@ -309,8 +309,8 @@ def command_line() -> Parser:
                           help="rank 0 saves the final weights here; all ranks reload them")
     add_training_options(compare_demo, epochs=1)
     compare_demo.add_argument("--checkpoint-dir", metavar="DIR", required=True,
-                              help="an existing folder for single-DTYPE.pt, manual-DTYPE.pt and "
-                                   "ddp-DTYPE.pt")
+                              help="an existing folder for single-, manual- and "
+                                   "ddp-DTYPE.pt (DTYPE: --dtype)")
     for demo in (manual, ddp):
         demo.add_argument("--crash-rank", type=int, metavar="R",
                           help="rank R raises an exception at step --crash-at-step")
