@@ -37,7 +37,7 @@ def test_one_process_by_hand_and_ddp_agree_for_four_ranks(tmp_path):
     # float64: in float32, training can amplify rounding past any fixed tolerance (the page)
     result = quiet_run("workers.ddp_mnist", "compare", "--world-size", "4", "--dtype",
                        "float64", "--train-images", "400", "--checkpoint-dir", str(tmp_path))
-    weights = {mode: torch.load(tmp_path / f"{mode}.pt", weights_only=True)
+    weights = {mode: torch.load(tmp_path / f"{mode}-float64.pt", weights_only=True)
                for mode in ["single", "manual", "ddp"]}
 
     def largest(a: dict, b: dict) -> float:

@@ -216,7 +216,7 @@ def single(args, events: Events) -> int:
 def compare(job: Job, args, events: Events) -> int:
     """The three modes one after the other, each saving its weights in --checkpoint-dir."""
     for mode in ["single", "manual", "ddp"]:
-        args.checkpoint = str(Path(args.checkpoint_dir) / f"{mode}.pt")
+        args.checkpoint = str(Path(args.checkpoint_dir) / f"{mode}-{args.dtype}.pt")
         say_main(f"--- {mode}")
         code = single(args, events) if mode == "single" else run_ranks(
             job.on_fresh_port(), rank_main, args, mode, preload=PRELOAD)
@@ -309,7 +309,8 @@ def command_line() -> Parser:
                           help="rank 0 saves the final weights here; all ranks reload them")
     add_training_options(compare_demo, epochs=1)
     compare_demo.add_argument("--checkpoint-dir", metavar="DIR", required=True,
-                              help="an existing folder for single.pt, manual.pt and ddp.pt")
+                              help="an existing folder for single-, manual- and "
+                                   "ddp-DTYPE.pt (DTYPE: --dtype)")
     for demo in (manual, ddp):
         demo.add_argument("--crash-rank", type=int, metavar="R",
                           help="rank R raises an exception at step --crash-at-step")

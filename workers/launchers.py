@@ -135,6 +135,9 @@ def spawn_nodes(args) -> int:
     """programs/ddp_mnist.py on two "machines": mp.spawn on each, one shared address."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": os.environ.get("MASTER_PORT", str(free_port()))}
+    # as a reader's shell runs it: unbuffered, a print writes its text and its newline
+    # apart, and four ranks sharing one pipe can interleave them mid-line
+    env.pop("PYTHONUNBUFFERED", None)
     program = [sys.executable, "programs/ddp_mnist.py", "--nodes", "2",
                "--nproc-per-node", str(args.nproc_per_node)]
     machines = [[*program, "--node-rank", str(node)] for node in range(2)]
