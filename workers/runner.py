@@ -1,7 +1,8 @@
 """The one place that starts a worker: ``run("workers.start_join", "join")``.
 
-A notebook cannot hold multiprocessing code (a spawned child imports its target by name,
-and a notebook's ``__main__`` has none), so every chapter's code lives in
+The target of a ``spawn`` or ``forkserver`` child cannot be defined in a notebook (the child
+imports its target by name, and a notebook's ``__main__`` has none), so every chapter's code
+lives in
 ``workers/<chapter>.py``, and the chapter starts it as ``python -m workers.<chapter> ...``
 through ``run``, which
 
