@@ -28,7 +28,6 @@ from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from workers import PRELOADS
-from workers.collectives import all_gather_single, reduce_scatter_single
 from workers.job import (
     Job,
     add_job_options,
@@ -49,6 +48,13 @@ from workers.ranks import (
     positive_int,
     say,
 )
+
+# PyTorch 2.13 renamed the flat-tensor collectives: all_gather_into_tensor became
+# all_gather_single, reduce_scatter_tensor became reduce_scatter_single (the old names warn
+# in 2.13 and 2.14 and are quiet aliases from 2.15). Before 2.13 only the old names exist.
+all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+reduce_scatter_single = (getattr(dist, "reduce_scatter_single", None)
+                         or dist.reduce_scatter_tensor)
 
 # --- the model, the data, and what a rank holds ------------------------------------------
 
