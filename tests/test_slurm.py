@@ -67,7 +67,7 @@ def _sh(*args, env, timeout=60) -> subprocess.CompletedProcess:
 
 def test_a_failing_job_shows_its_error_and_fails(cluster):
     result = quiet_run(SCRIPT, "run", JOB, "--epochs", "0", env=cluster, events=False,
-                       timeout=120, expect_returncode=1)
+                       timeout=240, expect_returncode=1)
     # the worker's own line, from the agents of both nodes, then the job's end
     assert result.output.count("argument --epochs: must be at least 1") >= 2, result.output
     assert re.search(r"ended: FAILED, exit code [1-9]", result.lines[-1].text), result.output
