@@ -43,16 +43,27 @@ def build(source: Path, output: Path | None = None) -> subprocess.CompletedProce
 
 
 def newest_source_change() -> tuple[float, str]:
-    """The latest modification time among the book's sources, and which file it was."""
+    """The latest modification time among the book's sources, and which file it was.
+
+    Sources are the files git tracks or would track: what the build itself writes beside them
+    (the checkpoints a page saves in book/, ``*.pt``) is ignored by git, and is not a change.
+    Without git, every file but caches counts."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                             "-z", "--", *BOOK_SOURCES], cwd=ROOT, capture_output=True,
+                            text=True)
+    if listed.returncode == 0:
+        candidates = [ROOT / name for name in listed.stdout.split("\0") if name]
+    else:
+        candidates = []
+        for name in BOOK_SOURCES:
+            path = ROOT / name
+            candidates += [path] if path.is_file() else path.rglob("*")
     newest = (0.0, "")
-    for name in BOOK_SOURCES:
-        path = ROOT / name
-        files = [path] if path.is_file() else path.rglob("*")
-        for file in files:
-            relative = file.relative_to(ROOT)
-            caches = [part for part in relative.parts if part == "__pycache__" or part[0] == "."]
-            if file.is_file() and not caches:  # (.ruff_cache, .ipynb_checkpoints, ...)
-                newest = max(newest, (file.stat().st_mtime, str(relative)))
+    for file in candidates:
+        relative = file.relative_to(ROOT)
+        caches = [part for part in relative.parts if part == "__pycache__" or part[0] == "."]
+        if file.is_file() and not caches:  # (.ruff_cache, .ipynb_checkpoints, ...)
+            newest = max(newest, (file.stat().st_mtime, str(relative)))
     return newest
 
 
