@@ -651,6 +651,27 @@ def calls_summary(calls: list[dict]) -> str:
     return ", ".join(parts)
 
 
+def integer_values(seed: int, numel: int):
+    """``numel`` whole numbers in [-50, 50), as floats, from ``seed``: sums stay exact."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(-50, 50, (numel,), generator=generator).float()
+
+
+def all_reduced_in_place(rank: int, seed: int, numel: int, solution, calls) -> dict:
+    """A rank of an all-reduce lab: the reader's ``solution(tensor)`` sums ``tensor`` over
+    the ranks in place; the library's all_reduce of the same start is the answer."""
+    import torch.distributed as dist
+
+    tensor = integer_values(seed + rank, numel)
+    with calls.reader():
+        solution(tensor)
+    expected = integer_values(seed + rank, numel)
+    dist.all_reduce(expected)
+    return {"result": tensor, "expected": expected, "bytes": tensor.numel() * 4}
+
+
 def list_of(items) -> str:
     items = [str(item) for item in items]
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

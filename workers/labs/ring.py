@@ -9,7 +9,13 @@ right sum at N/2 times the traffic, and fail here.
 
 from __future__ import annotations
 
-from workers.labs.harness import Finding, list_of, wait_findings
+from workers.labs.harness import (
+    Finding,
+    all_reduced_in_place,
+    integer_values,
+    list_of,
+    wait_findings,
+)
 
 CHAPTER = "collectives"
 FUNCTION = "ring_all_reduce"
@@ -32,21 +38,11 @@ def describe(world_size: int, given: dict) -> str:
 
 
 def start_values(rank: int, numel: int):
-    import torch
-
-    generator = torch.Generator().manual_seed(1000 + rank)
-    return torch.randint(-50, 50, (numel,), generator=generator).float()
+    return integer_values(1000 + rank, numel)
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
-    import torch.distributed as dist
-
-    tensor = start_values(rank, given["numel"])
-    with calls.reader():
-        solution(tensor)
-    expected = start_values(rank, given["numel"])
-    dist.all_reduce(expected)
-    return {"result": tensor, "expected": expected, "bytes": tensor.numel() * 4}
+    return all_reduced_in_place(rank, 1000, given["numel"], solution, calls)
 
 
 def judge(world_size: int, outcome, given: dict) -> list:
