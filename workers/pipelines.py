@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from workers import PRELOADS
 from workers.job import Job, add_job_options, job_from_args, joined, run_ranks, share_cores
 from workers.ranks import Events, Parser, add_common_options, open_events, positive_int, say
 
@@ -221,7 +222,7 @@ def schedules(rank: int, args, device, events: Events) -> None:
 
 # --- the job -----------------------------------------------------------------------------
 
-PRELOAD = ("torch.distributed.pipelining",)
+PRELOAD = PRELOADS["pipelines"]  # what workers/__init__.py starts the forkserver with
 
 
 def rank_main(rank: int, job: Job, args) -> None:

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from workers import PRELOADS
 from workers.job import Job, add_job_options, job_from_args, joined, run_ranks, share_cores
 from workers.ranks import (
     Events,
@@ -30,8 +31,7 @@ from workers.ranks import (
 )
 from workers.sharding import written_bytes
 
-PRELOAD = ("torch.distributed.tensor", "torch.distributed.tensor.parallel",
-           "torch.distributed.tensor.debug")
+PRELOAD = PRELOADS["tensor_parallel"]  # what workers/__init__.py starts the forkserver with
 
 # --- the lesson: an MLP, and the plan that splits it --------------------------------------
 
