@@ -90,7 +90,9 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=300
-MessageTimeout=5
+# a node daemon on a loaded machine can take over 5 s to answer a job launch; sbatch waits
+# this long for a controller that does not answer
+MessageTimeout=15
 InactiveLimit=0
 KillWait=5
 MinJobAge=300
@@ -203,7 +205,7 @@ job_state() {  # PENDING (Resources), RUNNING, ...: a job's state and why
 }
 
 run_job() {
-    local job=$1 started_here=0 jobid output state code tail_pid waited
+    local job=$1 started_here=0 jobid output state code tail_pid waited released
     shift
     [[ -f $job ]] || job=$root/$job  # a path from here, or from the clone's root
     [[ -f $job ]] || fail "no job script $job"
@@ -224,11 +226,24 @@ run_job() {
     output=$(scontrol show job "$jobid" | sed -n 's/^ *StdOut=//p')
     tail -n +1 -F "$output" 2>/dev/null &  # the job's output while it is written
     tail_pid=$!
-    waited=0
+    waited=0 released=0
     while [[ -n $(squeue --noheader --jobs="$jobid" --format=%i 2>/dev/null) ]]; do
         sleep 0.2
-        if (( ++waited == 150 )) && [[ $(job_state "$jobid") == PENDING* ]]; then
-            say "job $jobid is still $(job_state "$jobid") after 30 s; the nodes:" \
+        (( ++waited % 25 == 0 )) || continue  # every 5 s: is it held, or waiting on nodes?
+        state=$(job_state "$jobid")
+        if [[ $state == *"launch failed"* ]]; then
+            # a node daemon did not answer the launch in time (a loaded machine): Slurm holds
+            # the job; release it once, as an operator would, and give up the second time
+            if (( released++ )); then
+                say "job $jobid failed to launch twice ($state); the node daemons' last" \
+                    "error: $(grep -hi 'error' "$dir"/slurmd-*.log | tail -n 1)" >&2
+                scancel "$jobid"
+            else
+                say "job $jobid could not be launched ($state); releasing it once" >&2
+                scontrol release "$jobid"
+            fi
+        elif (( waited == 150 )) && [[ $state == PENDING* ]]; then
+            say "job $jobid is still $state after 30 s; the nodes:" \
                 "$(sinfo --noheader --Node --format='%N %T %E' | paste -sd';')" >&2
         fi
     done
