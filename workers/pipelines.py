@@ -17,7 +17,7 @@ gradients against one process that runs the whole model on the whole batch.
 """
 
 import sys
-from functools import partial
+import time
 
 import torch
 import torch.distributed as dist
@@ -63,45 +63,90 @@ def reference_gradients(model: nn.Sequential, inputs, targets) -> list[torch.Ten
 # --- GPipe by hand -----------------------------------------------------------------------
 
 
-def gpipe_step(stage: nn.Module, inputs, targets, micro_batches: int, record) -> None:
+def gpipe_step(stage: nn.Module, inputs, targets, micro_batches: int) -> None:
     """One GPipe training step of this rank's ``stage``: every micro-batch forward, then
     every micro-batch backward. Activations come from the rank before and go to the rank
-    after; gradients of them go back the other way. ``record(kind, micro_batch)`` gives a
-    context manager that times a block of computation (the caller's instrumentation)."""
+    after; gradients of them go back the other way."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
     first, last = rank == 0, rank == world_size - 1
     kept, sending = [], []  # each micro-batch's input and output, kept for its backward
-    for micro_batch, (x, y) in enumerate(zip(inputs.chunk(micro_batches),
-                                             targets.chunk(micro_batches))):
+    for x, y in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
         if not first:
             x = torch.empty_like(x).requires_grad_()
-            with record("waiting", micro_batch):
-                dist.recv(x.data, rank - 1)
-        with record("forward", micro_batch):
-            out = stage(x)
-            if last:
-                out = loss_fn(out, y) / micro_batches  # the whole batch's mean loss
-        if not last:  # isend: go on with the next micro-batch while this one travels
+            dist.recv(x.data, rank - 1)
+        out = stage(x)
+        if last:
+            out = loss_fn(out, y) / micro_batches  # the whole batch's mean loss
+        else:  # isend: go on with the next micro-batch while this one travels
             sending.append(dist.isend(out.detach(), rank + 1))
         kept.append((x, out))
-    for micro_batch, (x, out) in enumerate(kept):
+    for x, out in kept:
         grad = None
         if not last:
             grad = torch.empty_like(out)
-            with record("waiting", micro_batch):
-                dist.recv(grad, rank + 1)
-        with record("backward", micro_batch):
-            out.backward(grad)  # the gradients of all micro-batches add up
+            dist.recv(grad, rank + 1)
+        out.backward(grad)  # the gradients of all micro-batches add up
         if not first:
             sending.append(dist.isend(x.grad, rank - 1))
     for work in sending:  # every tensor sent has arrived before the step ends
         work.wait()
 
 
-def span_of(events: Events, rank: int, fields: dict, kind: str, micro_batch: int):
-    """A recorded span of computation: the instrumentation ``gpipe_step`` is given."""
-    waiting = {"queued": True} if kind == "waiting" else {}
-    return events.span(rank, kind, micro_batch=micro_batch, stage=rank, **fields, **waiting)
+# --- instrumentation, beside the lesson: gpipe_step timed from outside --------------------
+
+
+class _Mark(torch.autograd.Function):
+    """The identity forward; its backward calls ``noted()`` when the backward pass reaches
+    it. ``anchor`` requires grad, so the mark runs even where ``x`` does not (rank 0)."""
+
+    @staticmethod
+    def forward(ctx, noted, x, anchor):
+        ctx.noted = noted
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.noted()
+        return None, grad, None
+
+
+class TimedStage(nn.Module):
+    """``stage``, timed: each call is a "forward" span; two marks, at its output and at its
+    input, note when that micro-batch's backward began and ended."""
+
+    def __init__(self, stage: nn.Module):
+        super().__init__()
+        self.stage = stage
+        self.anchor = torch.zeros((), requires_grad=True)
+        self.spans = []  # (kind, micro-batch, start, end)
+
+    def forward(self, x):
+        micro_batch = sum(kind == "forward" for kind, *_ in self.spans)
+        backward = {}
+
+        def ended():
+            self.spans.append(("backward", micro_batch, backward["t"], time.time()))
+
+        start = time.time()
+        x = _Mark.apply(ended, x, self.anchor.to(x.device))
+        out = self.stage(x)
+        self.spans.append(("forward", micro_batch, start, time.time()))
+        return _Mark.apply(lambda: backward.setdefault("t", time.time()), out,
+                           self.anchor.to(x.device))
+
+    def record(self, events: Events, rank: int, began: float, fields: dict) -> None:
+        """Emit the spans, and the time before each block that follows a ``recv`` (before
+        a forward on every rank but the first, before a backward on every rank but the
+        last) as "waiting"."""
+        last = dist.get_world_size() - 1
+        previous_end = began
+        for kind, micro_batch, start, end in sorted(self.spans, key=lambda s: s[2]):
+            if (kind == "forward" and rank > 0) or (kind == "backward" and rank < last):
+                events.emit(rank, "waiting", t=previous_end, t_end=start, queued=True,
+                            micro_batch=micro_batch, stage=rank, **fields)
+            events.emit(rank, kind, t=start, t_end=end, micro_batch=micro_batch, stage=rank,
+                        **fields)
+            previous_end = end
 
 
 def gpipe(rank: int, args, device, events: Events) -> None:
@@ -116,10 +161,12 @@ def gpipe(rank: int, args, device, events: Events) -> None:
         inputs, targets = (tensor.to(device) for tensor in batch(args))
         for repeat in range(args.repeats):
             stage.zero_grad()
+            timed = TimedStage(stage)
             dist.barrier()  # every rank starts the step together
-            record = partial(span_of, events, rank,
-                             {"micro_batches": micro_batches, "repeat": repeat})
-            gpipe_step(stage, inputs, targets, micro_batches, record)
+            began = time.time()
+            gpipe_step(timed, inputs, targets, micro_batches)
+            timed.record(events, rank, began, {"micro_batches": micro_batches,
+                                               "repeat": repeat})
         ours = [p.grad.clone() for p in stage.parameters()]
         expected = reference_gradients(model, inputs, targets)[2 * mine.start:2 * mine.stop]
         difference = max((a - b).abs().max().item() for a, b in zip(ours, expected))
