@@ -191,7 +191,7 @@ DEMOS = [
     workers_demo("hogwild", "grid", "--grid-processes", "1", "2", "--steps", "4"),
     under_torchrun("hogwild", "threads"),
     cuda_only("hogwild", "cuda"),
-    workers_demo("launchers", "environments"),
+    workers_demo("launchers", "environments", timeout=180),  # three launchers, one by one
     under_torchrun("launchers", "ddp", *SMALL_MNIST, module="workers.ddp_mnist"),
     workers_demo("launchers", "two-nodes", timeout=120),
     workers_demo("launchers", "spawn-nodes", timeout=120),

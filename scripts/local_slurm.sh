@@ -90,9 +90,7 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=300
-# a node daemon on a loaded machine can take over 5 s to answer a job launch; sbatch waits
-# this long for a controller that does not answer
-MessageTimeout=15
+MessageTimeout=5
 InactiveLimit=0
 KillWait=5
 MinJobAge=300
@@ -109,6 +107,11 @@ start() {
     local reason
     reason=$(why_not)
     [[ -z $reason ]] || fail "$reason"
+    # a node daemon makes a Unix socket per job step under $dir/spool-NODE/, named like
+    # node1_1234567.4294967291, and such a path may not exceed 107 bytes
+    (( ${#dir} <= 64 )) || fail "LOCAL_SLURM_DIR is ${#dir} characters ($dir): the node" \
+        "daemons' socket paths under it would pass Linux's 108-byte limit; name a folder of" \
+        "at most 64"
     if answers; then say "already running (export SLURM_CONF=$SLURM_CONF)"; return 0; fi
     stop >/dev/null  # whatever is left of an earlier cluster
     rm -rf "$dir"/{state,spool-node1,spool-node2,jobs} "$dir"/*.{log,pid,out} "$dir"/munge.*
@@ -205,7 +208,7 @@ job_state() {  # PENDING (Resources), RUNNING, ...: a job's state and why
 }
 
 run_job() {
-    local job=$1 started_here=0 jobid output state code tail_pid waited released
+    local job=$1 started_here=0 jobid output state code tail_pid waited
     shift
     [[ -f $job ]] || job=$root/$job  # a path from here, or from the clone's root
     [[ -f $job ]] || fail "no job script $job"
@@ -226,22 +229,16 @@ run_job() {
     output=$(scontrol show job "$jobid" | sed -n 's/^ *StdOut=//p')
     tail -n +1 -F "$output" 2>/dev/null &  # the job's output while it is written
     tail_pid=$!
-    waited=0 released=0
+    waited=0
     while [[ -n $(squeue --noheader --jobs="$jobid" --format=%i 2>/dev/null) ]]; do
         sleep 0.2
         (( ++waited % 25 == 0 )) || continue  # every 5 s: is it held, or waiting on nodes?
         state=$(job_state "$jobid")
-        if [[ $state == *"launch failed"* ]]; then
-            # a node daemon did not answer the launch in time (a loaded machine): Slurm holds
-            # the job; release it once, as an operator would, and give up the second time
-            if (( released++ )); then
-                say "job $jobid failed to launch twice ($state); the node daemons' last" \
-                    "error: $(grep -hi 'error' "$dir"/slurmd-*.log | tail -n 1)" >&2
-                scancel "$jobid"
-            else
-                say "job $jobid could not be launched ($state); releasing it once" >&2
-                scontrol release "$jobid"
-            fi
+        if [[ $state == *"launch failed"* ]]; then  # held: it would wait for ever
+            say "job $jobid could not be launched; the node daemon said:" \
+                "$(grep -h "\[$jobid\.batch\] \(error\|fatal\)" "$dir"/slurmd-*.log \
+                   | head -n 1 | sed 's/^\[[^]]*\] //')" >&2
+            scancel "$jobid"
         elif (( waited == 150 )) && [[ $state == PENDING* ]]; then
             say "job $jobid is still $state after 30 s; the nodes:" \
                 "$(sinfo --noheader --Node --format='%N %T %E' | paste -sd';')" >&2

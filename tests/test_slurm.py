@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,14 +34,25 @@ pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "ready")
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster():
     """The environment for a cluster of the test's own: its own folder and ports, so it
-    never meets the one a page build starts. Stopped at the end whatever happened."""
-    env = {**os.environ, "LOCAL_SLURM_DIR": str(tmp_path / "slurm"),
-           "LOCAL_SLURM_PORT": "17100"}
+    never meets the one a page build starts. Stopped at the end whatever happened. The
+    folder is short (/tmp/slurm-XXXX): a node daemon's sockets live under it, and pytest's
+    own folders are too deep for a socket's path."""
+    folder = tempfile.mkdtemp(prefix="slurm-", dir="/tmp")
+    env = {**os.environ, "LOCAL_SLURM_DIR": folder, "LOCAL_SLURM_PORT": "17100"}
     yield env
     subprocess.run(["bash", SCRIPT, "stop"], cwd=ROOT, env=env, capture_output=True)
     assert not _left_running(env)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_folder_too_deep_for_slurms_sockets_is_refused_in_one_line(cluster):
+    deep = f"{cluster['LOCAL_SLURM_DIR']}/{'d' * 60}"
+    started = _sh("start", env={**cluster, "LOCAL_SLURM_DIR": deep})
+    assert started.returncode == 1
+    assert started.stderr.count("\n") == 1 and "108-byte limit" in started.stderr
+    assert not os.path.exists(deep) and not _left_running(cluster)
 
 
 def _left_running(env) -> list[str]:
