@@ -37,7 +37,9 @@ pytestmark = pytest.mark.slow
 
 TRIALS = 10
 AT_ONCE = 3  # each trial runs beside two others
-ENDS_WITHIN = 5.0  # seconds from the kill until no process of the job is left
+# seconds from the kill until no process of the job is left: "a few"; medians are 1 to 3 s,
+# and in a fresh-clone CI on a loaded 2-core machine the slowest of 50 trials took 4.8 s
+ENDS_WITHIN = 8.0
 TIMES = ROOT / "_build" / "kill-times.json"
 TRAINING = ["-m", "workers.ddp_mnist", "ddp", "--epochs", "1000", "--train-images", "400"]
 
