@@ -72,8 +72,9 @@ def worker_and_demo(command: list[str]) -> tuple[str, str]:
         rest = command[command.index("-m") + 1:]
         while rest[0].startswith("torch.distributed.") and "-m" in rest:
             rest = rest[rest.index("-m") + 1:]
-        if rest[0].startswith("torch.distributed.") and any(a.endswith(".py") for a in rest):
-            rest = rest[[a.endswith(".py") for a in rest].index(True):]  # torchrun ... x.py
+        scripts = [i for i, word in enumerate(rest) if word.endswith(".py")]
+        if rest[0].startswith("torch.distributed.") and scripts:  # torchrun ... x.py ARGS
+            rest = rest[scripts[0]:]
     elif len(command) > 1 and command[1].endswith(".py"):  # python programs/x.py ARGS...
         rest = command[1:]
     else:  # scripts/launch_local.sh NPROC MODULE ARGS...
