@@ -7,7 +7,8 @@ lives in
 through ``run``, which
 
 * picks a free loopback port and sets ``MASTER_ADDR``/``MASTER_PORT`` (two runs at once
-  never collide) and ``PYTHONUNBUFFERED=1`` (lines arrive as they are printed);
+  never collide) and ``PYTHONUNBUFFERED=1`` (lines arrive as they are printed; not for a
+  plain program in ``programs/``, which flushes its own lines);
 * starts the child in its own process session, so the child and everything it starts
   form one process group that can be killed as a whole, under a supervisor that kills
   that group if this process dies first (a notebook kernel restarted or killed);
@@ -156,7 +157,10 @@ def run(
         "MASTER_PORT": str(free_port()),
         **(env or {}),
     }
-    if program:  # as a reader's shell would run it
+    if program or any(str(arg).endswith(".py") for arg in args):
+        # a plain program, alone or under a launcher, runs as a reader's shell runs it:
+        # unbuffered, its print(..., flush=True) would write the text and the newline apart,
+        # and two ranks sharing the pipe could interleave them mid-line
         child_env.pop("PYTHONUNBUFFERED")
     display = live_output(command, stream)
     lines: list[Line] = []
