@@ -186,11 +186,12 @@ def run(
         reader.start()
         timed_out = _collect(process, received, started, timeout, lines, display)
     finally:
-        # On success, timeout, error and Ctrl-C alike; a second Ctrl-C waits for it.
-        if process is not None:
-            with interrupt_held_back():
+        # On success, timeout, error and Ctrl-C alike; a second Ctrl-C waits for all of it,
+        # the events file's removal included (raised between the two, it left the file)
+        with interrupt_held_back():
+            if process is not None:
                 _kill_group(process)
-        recorded = _read_events(events_file)  # and the file is removed
+            recorded = _read_events(events_file)  # and the file is removed
     reader.join(timeout=2)
     while not received.empty():  # lines that arrived while the group was being stopped
         raw = received.get_nowait()
