@@ -43,12 +43,19 @@ if [[ $installed != "$wanted" ]]; then
     "$venv/bin/pip" install --quiet --quiet uv
     # with the workers' other run-time needs, at the versions the book pins
     mapfile -t others < <(grep -E '^(numpy|psutil|mlxtend)==' requirements.txt)
-    # (compiled now: Python would otherwise compile torch's sources at every import)
+    # Triton, a gigabyte, is left out: it serves torch.compile's GPU code, and the demos here
+    # compile with aot_eager on the CPU. (Bytecode compiled now: Python would otherwise
+    # compile torch's sources at every import.)
+    overrides=$(mktemp)
+    echo 'triton ; sys_platform == "never"' >"$overrides"
     if ! "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
+            --overrides "$overrides" \
             "torch==$torch_version" "torchvision==$torchvision_version" "${others[@]}"; then
+        rm -f "$overrides"
         echo "check: could not install $wanted (see the installer's message above)" >&2
         exit 1
     fi
+    rm -f "$overrides"
 fi
 
 if [[ ${1:-} == --install-only ]]; then
