@@ -1,6 +1,7 @@
 """workers.tensor_parallel beyond what its chapter runs: three ranks (a degree the page does
-not use, in the bytes-per-layer formula and in the split MLP), the mlp demo under torchrun,
-and sizes a degree does not divide (one line, exit 2)."""
+not use, in the bytes-per-layer formula, the split MLP and sequence parallelism), a 2-D mesh of
+six ranks (the page's has four), the mlp demo under torchrun, and sizes a degree does not
+divide (one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,49 @@ def test_mlp_under_torchrun_on_three_ranks_equals_the_whole_mlp():
                                      "down.weight": [48, 64], "down.bias": [48]}
 
 
+def test_sequence_parallelism_on_three_ranks_keeps_two_thirds_less_of_the_norms_input():
+    result = quiet_run("workers.tensor_parallel", "sequence", "--world-size", "3",
+                       "--width", "96", "--tokens", "96", timeout=120)
+    records = {(e["rank"], e["way"]): e for e in result.events_named("sequence")}
+    assert set(records) == {(r, w) for r in (0, 1, 2)
+                            for w in ("tensor parallel", "sequence parallel")}
+    S = 96 * 96 * 4
+    for rank in (0, 1, 2):
+        tp, sp = records[rank, "tensor parallel"], records[rank, "sequence parallel"]
+        for e in (tp, sp):
+            assert e["output_difference"] < 1e-5 and e["gradient_difference"] < 1e-5, e
+        assert tp["forward"] == tp["backward"] == {"all_reduce": 1}
+        assert sp["forward"] == sp["backward"] == {"all_gather_into_tensor": 1,
+                                                   "reduce_scatter_tensor": 1}
+        assert sp["input_shape"] == [32, 96] and tp["input_shape"] == [96, 96]
+        assert sp["norm_gradient"] == "Partial(sum)" and tp["norm_gradient"] == "a plain tensor"
+        assert tp["written_bytes"] == pytest.approx(2 * 2 * 2 / 3 * S, rel=0.03, abs=4096)
+        # gloo's reduce-scatter sends an all-reduce's bytes
+        assert sp["written_bytes"] == pytest.approx(2 * (2 / 3 + 4 / 3) * S, rel=0.03,
+                                                    abs=4096)
+        # the norm's input and its two numbers per token (mean, 1/std), two thirds of them
+        kept_less = 2 / 3 * (S + 2 * 4 * 96)
+        assert tp["saved_bytes"] - sp["saved_bytes"] == pytest.approx(kept_less, rel=0.01)
+
+
+def test_a_2d_mesh_of_six_ranks_trains_like_one_process():
+    result = quiet_run("workers.tensor_parallel", "mesh-2d", "--world-size", "6", "--tp", "3",
+                       "--width", "48", "--tokens", "24", "--steps", "2", timeout=120)
+    steps = result.events_named("mesh_2d")
+    assert sorted((e["rank"], e["step"]) for e in steps) == [
+        (r, s) for r in range(6) for s in (1, 2)]
+    for e in steps:
+        assert e["weight_difference"] < 1e-5, e
+        assert (e["rows"], e["tp"]) == (2, 3)
+    held = result.events_named("mesh_2d_placements")
+    assert sorted((e["dp_rank"], e["tp_rank"]) for e in held) == [
+        (d, t) for d in (0, 1) for t in (0, 1, 2)]
+    for e in held:
+        assert e["placements"] == ["_StridedShard(dim=0, sf=3)", "Shard(dim=0)"], e
+        assert e["local_shape"] == [32, 48]  # 192 hidden units: a third, then a half
+        assert e["first_row"] == 64 * e["tp_rank"] + 32 * e["dp_rank"], e
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
@@ -45,6 +89,12 @@ def test_mlp_under_torchrun_on_three_ranks_equals_the_whole_mlp():
          "degree of 3 does not divide the world size 4"),
         (["placements", "--world-size", "3"], "degree of 3 does not divide the 512"),
         (["loss", "--world-size", "3"], "degree of 3 does not divide the 8192"),
+        (["sequence", "--world-size", "3"], "degree of 3 does not divide the 256 tokens"),
+        (["sequence", "--world-size", "4", "--hidden", "6"],
+         "degree of 4 does not divide the 6 features"),
+        (["mesh-2d", "--world-size", "4", "--tp", "3"],
+         "degree of 3 does not divide the world size 4"),
+        (["mesh-2d", "--world-size", "4", "--tokens", "3"], "cannot share 3 tokens"),
         (["mlp", "--world-size", "0"], "must be at least 1"),
         (["split"], "invalid choice: 'split'"),
     ],

@@ -1,18 +1,24 @@
 """Splitting a layer: tensor parallelism. An MLP split by columns then rows with DTensor's
 ``parallelize_module``, its collectives counted and its results checked against the whole
-MLP; what each change of placement (Shard, Replicate, Partial) costs; and the bytes a
-layer sends as the tensor-parallel degree grows.
+MLP; what each change of placement (Shard, Replicate, Partial) costs; the bytes a
+layer sends as the tensor-parallel degree grows; sequence parallelism; and a 2-D mesh of
+FSDP2 and tensor parallelism trained against one process.
 
     python -m workers.tensor_parallel mlp
     python -m workers.tensor_parallel placements --world-size 4
     python -m workers.tensor_parallel scaling --world-size 4
     python -m workers.tensor_parallel loss
+    python -m workers.tensor_parallel sequence
+    python -m workers.tensor_parallel mesh-2d --world-size 4
     torchrun --standalone --nproc-per-node 2 -m workers.tensor_parallel mlp
 
 gloo on the CPU, nccl with one GPU per rank (bytes on the wire: measured on the CPU only).
 """
 
+import logging
 import sys
+import warnings
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
@@ -60,6 +66,50 @@ def tensor_parallel(model: nn.Module, mesh) -> nn.Module:
 
     return parallelize_module(model, mesh, {"up": ColwiseParallel(),
                                             "down": RowwiseParallel()})
+
+
+class Block(nn.Module):
+    """A transformer block's feed-forward half: LayerNorm, the MLP, and the residual sum.
+    Its input is (tokens, width): the tokens, the sequence, along dimension 0."""
+
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.mlp = MLP(width, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mlp(self.norm(x))
+
+
+def sequence_parallel(block: Block, mesh) -> Block:
+    """Each rank holds 1/t of the tokens outside the MLP (the norm, the residual): the
+    MLP's input is all-gathered from the ranks' slices of the sequence, and its output
+    reduce-scattered back into them, instead of one all-reduce of the whole."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    return parallelize_module(block, mesh, {
+        "norm": SequenceParallel(sequence_dim=0),
+        "mlp.up": ColwiseParallel(input_layouts=Shard(0)),
+        "mlp.down": RowwiseParallel(output_layouts=Shard(0)),
+    })
+
+
+def two_dimensional(model: nn.Sequential, mesh) -> nn.Sequential:
+    """A 2-D mesh: each MLP split over a row of the mesh ("tp"), then FSDP2 shards what
+    each row holds across the rows ("dp"), which train on different data."""
+    from torch.distributed.fsdp import fully_shard
+
+    for block in model:
+        tensor_parallel(block, mesh["tp"])
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
 
 
 # --- measuring: collectives counted, bytes written --------------------------------------
@@ -255,10 +305,179 @@ def vocabulary_loss(rank: int, args, device, events: Events) -> None:
                       f"gradient {difference:.0e} from one process's")
 
 
+# --- sequence parallelism: the same bytes, 1/t of the activations -----------------------
+
+
+class SavedBytes:
+    """Within ``with SavedBytes() as saved:``, the bytes autograd keeps for backward on
+    this rank (``saved.bytes``): each storage counted once, a DTensor by its local part."""
+
+    def __init__(self):
+        self.storages: dict[int, int] = {}
+
+    def pack(self, tensor):
+        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        if hasattr(local, "trigger_wait"):  # a collective's output, still arriving
+            local = local.trigger_wait()
+        storage = local.untyped_storage()
+        self.storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    def __enter__(self):
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+        self.hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.hooks.__exit__(*exc)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.storages.values())
+
+
+def sequence(rank: int, args, device, events: Events) -> None:
+    """The block split two ways on all ranks, tensor parallel alone and with sequence
+    parallelism: collectives counted, bytes sent, activations kept for backward, and the
+    outputs and gradients checked against the whole block."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    world_size = dist.get_world_size()
+    mesh = init_device_mesh(device.type, (world_size,))
+    torch.manual_seed(0)
+    whole = Block(args.width, args.hidden).to(device)
+    with torch.no_grad():  # a norm that is not the identity, so its gradients count
+        whole.norm.weight.uniform_(0.5, 1.5)
+        whole.norm.bias.uniform_(-0.5, 0.5)
+    x_whole = batch(args, device).requires_grad_()
+    expected = whole(x_whole)
+    expected.square().mean().backward()
+    share = args.tokens // world_size
+    mine = slice(rank * share, (rank + 1) * share)
+    for way in ["tensor parallel", "sequence parallel"]:
+        block = Block(args.width, args.hidden).to(device)
+        block.load_state_dict(whole.state_dict())
+        if way == "tensor parallel":
+            block.mlp = tensor_parallel(block.mlp, mesh)
+            x = x_whole.detach().clone().requires_grad_()  # every token on every rank
+        else:
+            block = sequence_parallel(block, mesh)
+            x = x_whole.detach()[mine].clone().requires_grad_()  # this rank's tokens
+        dist.barrier()
+        written = written_bytes()
+        with CommDebugMode() as forward, SavedBytes() as saved:
+            out = block(x)
+        with CommDebugMode() as backward:
+            # the mean over every token: a sum of each rank's terms, over all the tokens
+            (out.square().sum() / expected.numel()).backward()
+        written = written_bytes() - written
+        if way == "sequence parallel":
+            out = DTensor.from_local(out, mesh, [Shard(0)]).full_tensor()
+            x_grad = DTensor.from_local(x.grad, mesh, [Shard(0)]).full_tensor()
+        else:
+            x_grad = x.grad
+        gradients = [(p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad,
+                      q.grad) for p, q in zip(block.parameters(), whole.parameters())]
+        gradients_difference = largest_difference(gradients + [(x_grad, x_whole.grad)])
+        events.emit(rank, "sequence", way=way, world_size=world_size,
+                    forward=counts(forward), backward=counts(backward),
+                    written_bytes=written if device.type == "cpu" else None,
+                    activation_bytes=x_whole.numel() * x_whole.element_size(),
+                    saved_bytes=saved.bytes, input_shape=list(x.shape),
+                    norm_gradient=repr(block.norm.weight.grad.placements[0])
+                    if isinstance(block.norm.weight.grad, DTensor) else "a plain tensor",
+                    output_difference=(out - expected).abs().max().item(),
+                    gradient_difference=gradients_difference)
+        if rank == 0:
+            say(rank, f"{way}: input {list(x.shape)}, forward {counts(forward)}, "
+                      f"backward {counts(backward)}, {written / 2**10:.1f} KiB sent, "
+                      f"{saved.bytes / 2**10:.1f} KiB kept for backward; output "
+                      f"{(out - expected).abs().max().item():.0e} and gradients "
+                      f"{gradients_difference:.0e} from the whole block's")
+
+
+# --- a 2-D mesh: FSDP2 across the rows, tensor parallel along them -----------------------
+
+
+@contextmanager
+def quiet_redistribute():
+    """Gathering a weight whole from a 2-D mesh takes two all-gathers, and DTensor warns
+    of it on every rank at every gather: true, and no matter for a check once a step."""
+    log = logging.getLogger("torch.distributed.tensor._redistribute")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def mesh_2d(rank: int, args, device, events: Events) -> None:
+    """Two MLPs on a (dp, tp) mesh trained a few SGD steps, each row of the mesh on its own
+    slice of the batch; after every step each weight is compared with one process that
+    trains the whole model on the whole batch."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    # torch 2.15's FSDP2 warns that a block whose output is a view (here a local tensor
+    # taken from the DTensor RowwiseParallel makes) must not meet an in-place op after it;
+    # none does in this model, and the weights are checked against one process below.
+    warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view")
+    world_size = dist.get_world_size()
+    rows = world_size // args.tp
+    mesh = init_device_mesh(device.type, (rows, args.tp), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    whole = nn.Sequential(*[MLP(args.width, args.hidden) for _ in range(2)]).to(device)
+    model = nn.Sequential(*[MLP(args.width, args.hidden) for _ in range(2)]).to(device)
+    model.load_state_dict(whole.state_dict())
+    model = two_dimensional(model, mesh)
+    mine_of_up = model[0].up.weight.to_local()  # which rows of the whole weight are here
+    first_row = next(i for i in range(args.hidden) if torch.equal(
+        whole[0].up.weight[i:i + len(mine_of_up)], mine_of_up))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    reference = torch.optim.SGD(whole.parameters(), lr=args.lr)
+    generator = torch.Generator().manual_seed(3)
+    share = args.tokens // rows  # this row's slice of every batch
+    mine = slice(mesh.get_local_rank("dp") * share, (mesh.get_local_rank("dp") + 1) * share)
+    for step in range(1, args.steps + 1):
+        x = torch.randn(args.tokens, args.width, generator=generator).to(device)
+        target = torch.randn(args.tokens, args.width, generator=generator).to(device)
+        with CommDebugMode() as comm:
+            loss = (model(x[mine]) - target[mine]).square().mean()
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        (whole(x) - target).square().mean().backward()
+        reference.step()
+        reference.zero_grad()
+        with quiet_redistribute():
+            difference = largest_difference([(p.full_tensor(), q) for p, q in
+                                             zip(model.parameters(), whole.parameters())])
+        events.emit(rank, "mesh_2d", step=step, rows=rows, tp=args.tp,
+                    collectives=counts(comm), weight_difference=difference,
+                    dp_rank=mesh.get_local_rank("dp"), tp_rank=mesh.get_local_rank("tp"))
+        if rank == 0:
+            say(rank, f"step {step}: {counts(comm)}; weights {difference:.0e} from one "
+                      "process's")
+    first = model[0].up.weight
+    events.emit(rank, "mesh_2d_placements", mesh=[rows, args.tp],
+                placements=[repr(p) for p in first.placements],
+                local_shape=list(first.to_local().shape), whole_shape=list(first.shape),
+                first_row=first_row, dp_rank=mesh.get_local_rank("dp"),
+                tp_rank=mesh.get_local_rank("tp"),
+                local_parameters=sum(p.to_local().numel() for p in model.parameters()),
+                whole_parameters=sum(p.numel() for p in whole.parameters()))
+    say(rank, f"(dp {mesh.get_local_rank('dp')}, tp {mesh.get_local_rank('tp')}) holds "
+              f"rows {first_row} to {first_row + len(mine_of_up) - 1} of up.weight "
+              f"{list(first.shape)}, placed {tuple(first.placements)}")
+
+
 # --- the job ----------------------------------------------------------------------------
 
 DEMOS = {"mlp": mlp, "placements": placements, "scaling": scaling,
-         "loss": vocabulary_loss}
+         "loss": vocabulary_loss, "sequence": sequence, "mesh-2d": mesh_2d}
 
 
 def rank_main(rank: int, job: Job, args) -> None:
@@ -283,8 +502,19 @@ def command_line() -> Parser:
     losses = demos.add_parser("loss", help="a vocabulary-split head: loss_parallel, bytes")
     losses.add_argument("--vocabulary", type=positive_int, default=8192,
                         help="output classes, split over the ranks (default 8192)")
+    sequential = demos.add_parser(
+        "sequence", help="sequence parallelism against tensor parallelism alone")
+    two_d = demos.add_parser("mesh-2d", help="FSDP2 x tensor parallel on a 2-D mesh, "
+                                             "trained and checked against one process")
+    two_d.add_argument("--tp", type=positive_int, default=2,
+                       help="ranks in a row of the mesh, the tensor-parallel degree "
+                            "(default 2); the rows are FSDP2's data-parallel ranks")
+    two_d.add_argument("--steps", type=positive_int, default=3,
+                       help="SGD steps (default 3)")
+    two_d.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
     for demo, width, tokens in ((split, 256, 64), (moves, 512, 512), (grows, 256, 64),
-                                (losses, 64, 256)):
+                                (losses, 64, 256), (sequential, 256, 256),
+                                (two_d, 64, 32)):
         demo.add_argument("--width", type=positive_int, default=width,
                           help=f"features in and out of the MLP (default {width})")
         demo.add_argument("--hidden", type=positive_int,
@@ -298,7 +528,7 @@ def command_line() -> Parser:
 
 def check_sizes(args, world_size: int) -> None:
     """One line for a split that cannot be made evenly: a degree that does not divide the
-    world size, or the features it splits."""
+    world size, or the tokens or the features it splits."""
     args.hidden = args.hidden or 4 * args.width
     if args.demo == "scaling":
         args.degrees = args.degrees or [t for t in range(1, world_size + 1)
@@ -307,14 +537,25 @@ def check_sizes(args, world_size: int) -> None:
             if world_size % degree:
                 fail(f"a tensor-parallel degree of {degree} does not divide the world "
                      f"size {world_size}")
-    degrees = args.degrees if args.demo == "scaling" else [world_size]
-    split = {"mlp": ("hidden", args.hidden), "scaling": ("hidden", args.hidden),
-             "placements": ("width", args.width),
-             "loss": ("vocabulary", getattr(args, "vocabulary", 0))}[args.demo]
+    if args.demo == "mesh-2d":
+        if world_size % args.tp:
+            fail(f"a tensor-parallel degree of {args.tp} does not divide the world size "
+                 f"{world_size}: the mesh has rows of --tp ranks")
+        if args.tokens % (world_size // args.tp):
+            fail(f"the {world_size // args.tp} rows of the mesh cannot share {args.tokens} "
+                 "tokens evenly: choose --tokens they divide")
+    degrees = {"scaling": getattr(args, "degrees", None),
+               "mesh-2d": [getattr(args, "tp", 1)]}.get(args.demo) or [world_size]
+    split = {"placements": ("width", args.width),
+             "loss": ("vocabulary", getattr(args, "vocabulary", 0))}.get(
+                 args.demo, ("hidden", args.hidden))
     for degree in degrees:
-        if split[1] % degree or (args.demo == "placements" and args.tokens % degree):
-            what = {"placements": "--tokens and --width", "loss": "--vocabulary"}.get(
-                args.demo, "--hidden")
+        if args.demo in ("placements", "sequence") and args.tokens % degree:
+            fail(f"a tensor-parallel degree of {degree} does not divide the {args.tokens} "
+                 "tokens to split (--tokens): choose sizes it divides")
+        if split[1] % degree:
+            what = {"placements": "--width", "loss": "--vocabulary"}.get(args.demo,
+                                                                         "--hidden")
             fail(f"a tensor-parallel degree of {degree} does not divide the {split[1]} "
                  f"features to split ({what}): choose sizes it divides")
 
