@@ -184,7 +184,7 @@ DEMOS = [
     under_torchrun("tensor_parallel", "mlp"),
     workers_demo("tensor_parallel", "loss", "--vocabulary", "1024",
                  output="loss_parallel .*all_reduce"),
-    workers_demo("tensor_parallel", "sequence", output="sequence parallel: input"),
+    workers_demo("tensor_parallel", "sequence", output="sequence parallel: .* KiB sent"),
     workers_demo("tensor_parallel", "mesh-2d", "--world-size", "4", output="holds rows"),
     workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),

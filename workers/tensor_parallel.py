@@ -391,11 +391,9 @@ def sequence(rank: int, args, device, events: Events) -> None:
                     output_difference=(out - expected).abs().max().item(),
                     gradient_difference=gradients_difference)
         if rank == 0:
-            say(rank, f"{way}: input {list(x.shape)}, forward {counts(forward)}, "
-                      f"backward {counts(backward)}, {written / 2**10:.1f} KiB sent, "
-                      f"{saved.bytes / 2**10:.1f} KiB kept for backward; output "
-                      f"{(out - expected).abs().max().item():.0e} and gradients "
-                      f"{gradients_difference:.0e} from the whole block's")
+            say(rank, f"{way}: {written / 2**10:.1f} KiB sent, {saved.bytes / 2**10:.1f} "
+                      f"KiB kept for backward; gradients {gradients_difference:.0e} from "
+                      "the whole block's")
 
 
 # --- a 2-D mesh: FSDP2 across the rows, tensor parallel along them -----------------------
@@ -459,8 +457,7 @@ def mesh_2d(rank: int, args, device, events: Events) -> None:
                     collectives=counts(comm), weight_difference=difference,
                     dp_rank=mesh.get_local_rank("dp"), tp_rank=mesh.get_local_rank("tp"))
         if rank == 0:
-            say(rank, f"step {step}: {counts(comm)}; weights {difference:.0e} from one "
-                      "process's")
+            say(rank, f"step {step}: weights {difference:.0e} from one process's")
     first = model[0].up.weight
     events.emit(rank, "mesh_2d_placements", mesh=[rows, args.tp],
                 placements=[repr(p) for p in first.placements],
@@ -470,8 +467,8 @@ def mesh_2d(rank: int, args, device, events: Events) -> None:
                 local_parameters=sum(p.to_local().numel() for p in model.parameters()),
                 whole_parameters=sum(p.numel() for p in whole.parameters()))
     say(rank, f"(dp {mesh.get_local_rank('dp')}, tp {mesh.get_local_rank('tp')}) holds "
-              f"rows {first_row} to {first_row + len(mine_of_up) - 1} of up.weight "
-              f"{list(first.shape)}, placed {tuple(first.placements)}")
+              f"rows {first_row} to {first_row + len(mine_of_up) - 1} of up.weight's "
+              f"{len(first)}")
 
 
 # --- the job ----------------------------------------------------------------------------
