@@ -153,10 +153,13 @@ def no_backend_given(rank: int, job: Job, events: Events) -> None:
             both = dist.get_backend_config(dist.new_group(backend="cpu:gloo,cuda:nccl"))
         except (RuntimeError, ValueError) as error:
             both = f"{type(error).__name__}: {first_line(error)}"
-        gloo = dist.get_backend_config(dist.new_group(backend="gloo"))
+        gloo_group = dist.new_group(backend="gloo")
+        gloo = dist.get_backend_config(gloo_group)
         # new_group returns when this rank is connected, not every rank: a rank that tore
-        # the groups down at once closed connections a slower rank was still making
-        dist.barrier()
+        # the groups down at once closed connections a slower rank was still making. The
+        # barrier runs in the gloo group: on a machine with GPUs the default group's would
+        # be nccl's, every rank on the same GPU (none was chosen), which nccl refuses.
+        dist.barrier(group=gloo_group)
     finally:
         dist.destroy_process_group()
     if rank == 0:
