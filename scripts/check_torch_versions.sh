@@ -46,16 +46,13 @@ if [[ $installed != "$wanted" ]]; then
     # Triton, a gigabyte, is left out: it serves torch.compile's GPU code, and the demos here
     # compile with aot_eager on the CPU. (Bytecode compiled now: Python would otherwise
     # compile torch's sources at every import.)
-    overrides=$(mktemp)
-    echo 'triton ; sys_platform == "never"' >"$overrides"
+    echo 'triton ; sys_platform == "never"' >"$venv/overrides.txt"
     if ! "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
-            --overrides "$overrides" \
+            --overrides "$venv/overrides.txt" \
             "torch==$torch_version" "torchvision==$torchvision_version" "${others[@]}"; then
-        rm -f "$overrides"
         echo "check: could not install $wanted (see the installer's message above)" >&2
         exit 1
     fi
-    rm -f "$overrides"
 fi
 
 if [[ ${1:-} == --install-only ]]; then

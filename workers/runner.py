@@ -157,7 +157,7 @@ def run(
         "MASTER_PORT": str(free_port()),
         **(env or {}),
     }
-    if program or any(str(arg).endswith(".py") for arg in args):
+    if program or any(str(arg).startswith("programs/") for arg in args):
         # a plain program, alone or under a launcher, runs as a reader's shell runs it:
         # unbuffered, its print(..., flush=True) would write the text and the newline apart,
         # and two ranks sharing the pipe could interleave them mid-line

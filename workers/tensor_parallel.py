@@ -18,7 +18,6 @@ gloo on the CPU, nccl with one GPU per rank (bytes on the wire: measured on the 
 import logging
 import sys
 import warnings
-from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
@@ -308,12 +307,13 @@ def vocabulary_loss(rank: int, args, device, events: Events) -> None:
 # --- sequence parallelism: the same bytes, 1/t of the activations -----------------------
 
 
-class SavedBytes:
+class SavedBytes(torch.autograd.graph.saved_tensors_hooks):
     """Within ``with SavedBytes() as saved:``, the bytes autograd keeps for backward on
     this rank (``saved.bytes``): each storage counted once, a DTensor by its local part."""
 
     def __init__(self):
         self.storages: dict[int, int] = {}
+        super().__init__(self.pack, lambda tensor: tensor)
 
     def pack(self, tensor):
         local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
@@ -324,12 +324,8 @@ class SavedBytes:
         return tensor
 
     def __enter__(self):
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
-        self.hooks.__enter__()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc):
-        self.hooks.__exit__(*exc)
 
     @property
     def bytes(self) -> int:
@@ -399,19 +395,6 @@ def sequence(rank: int, args, device, events: Events) -> None:
 # --- a 2-D mesh: FSDP2 across the rows, tensor parallel along them -----------------------
 
 
-@contextmanager
-def quiet_redistribute():
-    """Gathering a weight whole from a 2-D mesh takes two all-gathers, and DTensor warns
-    of it on every rank at every gather: true, and no matter for a check once a step."""
-    log = logging.getLogger("torch.distributed.tensor._redistribute")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-
-
 def mesh_2d(rank: int, args, device, events: Events) -> None:
     """Two MLPs on a (dp, tp) mesh trained a few SGD steps, each row of the mesh on its own
     slice of the batch; after every step each weight is compared with one process that
@@ -423,6 +406,9 @@ def mesh_2d(rank: int, args, device, events: Events) -> None:
     # taken from the DTensor RowwiseParallel makes) must not meet an in-place op after it;
     # none does in this model, and the weights are checked against one process below.
     warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view")
+    # Gathering a weight whole from a 2-D mesh (the check below) takes two all-gathers, and
+    # DTensor warns of it on every rank at every gather: true, and no matter once a step.
+    logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)
     world_size = dist.get_world_size()
     rows = world_size // args.tp
     mesh = init_device_mesh(device.type, (rows, args.tp), mesh_dim_names=("dp", "tp"))
@@ -450,9 +436,8 @@ def mesh_2d(rank: int, args, device, events: Events) -> None:
         (whole(x) - target).square().mean().backward()
         reference.step()
         reference.zero_grad()
-        with quiet_redistribute():
-            difference = largest_difference([(p.full_tensor(), q) for p, q in
-                                             zip(model.parameters(), whole.parameters())])
+        difference = largest_difference([(p.full_tensor(), q) for p, q in
+                                         zip(model.parameters(), whole.parameters())])
         events.emit(rank, "mesh_2d", step=step, rows=rows, tp=args.tp,
                     collectives=counts(comm), weight_difference=difference,
                     dp_rank=mesh.get_local_rank("dp"), tp_rank=mesh.get_local_rank("tp"))
