@@ -186,6 +186,8 @@ DEMOS = [
                  output="loss_parallel .*all_reduce"),
     workers_demo("tensor_parallel", "sequence", output="sequence parallel: .* KiB sent"),
     workers_demo("tensor_parallel", "mesh-2d", "--world-size", "4", output="holds rows"),
+    workers_demo("tensor_parallel", "at-scale", "--degrees", "1", "2", "64",
+                 output="degree 64: 8 collectives"),
     workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),

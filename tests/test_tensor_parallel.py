@@ -1,7 +1,7 @@
 """workers.tensor_parallel beyond what its chapter runs: three ranks (a degree the page does
 not use, in the bytes-per-layer formula, the split MLP and sequence parallelism), a 2-D mesh of
-six ranks (the page's has four), the mlp demo under torchrun, and sizes a degree does not
-divide (one line, exit 2)."""
+six ranks (the page's has four), the mlp demo under torchrun, the fake backend's rank 0 at
+degrees the page does not use, and sizes a degree does not divide (one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,23 @@ def test_mlp_under_torchrun_on_three_ranks_equals_the_whole_mlp():
         assert e["output_difference"] < 1e-5 and e["gradient_difference"] < 1e-5
         assert e["local_shapes"] == {"up.weight": [64, 48], "up.bias": [64],
                                      "down.weight": [48, 64], "down.bias": [48]}
+
+
+def test_at_scale_rank_0_of_3_and_12_ranks_in_one_process_makes_the_real_ranks_calls():
+    """The fake backend at degrees the page does not use: each degree issues the same two
+    all-reduces per layer of the whole activations and holds a t-th of the split weights:
+    at 3, what three real ranks held and were handed (the test above)."""
+    result = quiet_run("workers.tensor_parallel", "at-scale", "--degrees", "1", "3", "12",
+                       "--width", "192", "--tokens", "64", "--layers", "2", timeout=120)
+    records = {e["degree"]: e for e in result.events_named("at_scale")}
+    assert set(records) == {1, 3, 12} and result.ranks == []  # no rank was started
+    activation = 64 * 192 * 4
+    assert records[1]["collectives"] == {} and records[1]["handed_bytes"] == 0
+    for degree in (3, 12):
+        e = records[degree]
+        assert e["collectives"] == {"all_reduce": 4}
+        assert e["handed_bytes"] == 4 * activation
+        assert e["local_parameters"] == 2 * ((2 * 192 * 768 + 768) // degree + 192)
 
 
 def test_sequence_parallelism_on_three_ranks_keeps_two_thirds_less_of_the_norms_input():
@@ -96,6 +113,8 @@ def test_a_2d_mesh_of_six_ranks_trains_like_one_process():
          "degree of 3 does not divide the world size 4"),
         (["mesh-2d", "--world-size", "4", "--tokens", "3"], "cannot share 3 tokens"),
         (["mlp", "--world-size", "0"], "must be at least 1"),
+        (["at-scale", "--degrees", "2", "48"], "degree of 48 does not divide the 1024"),
+        (["at-scale", "--degrees", "0"], "must be at least 1"),
         (["split"], "invalid choice: 'split'"),
     ],
 )

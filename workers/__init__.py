@@ -36,13 +36,21 @@ PRELOADS = {
 }
 
 
+# Demos that start no ranks: the process plays one rank itself (the fake backend).
+IN_ONE_PROCESS = {("tensor_parallel", "at-scale")}
+
+
 def _started_chapter() -> str | None:
-    """``collectives`` for ``python -m workers.collectives ...``; None otherwise."""
+    """``collectives`` for ``python -m workers.collectives ...``; None otherwise, and None
+    for a demo that runs in one process."""
     argv = sys.orig_argv
     if "-m" not in argv or argv.index("-m") + 1 == len(argv):
         return None
     package, _, chapter = argv[argv.index("-m") + 1].partition(".")
-    return chapter if package == __name__ else None
+    demo = argv[argv.index("-m") + 2] if argv.index("-m") + 2 < len(argv) else None
+    if package != __name__ or (chapter, demo) in IN_ONE_PROCESS:
+        return None
+    return chapter
 
 
 def _start_forkserver_now(chapter: str) -> None:

@@ -10,6 +10,7 @@ FSDP2 and tensor parallelism trained against one process.
     python -m workers.tensor_parallel loss
     python -m workers.tensor_parallel sequence
     python -m workers.tensor_parallel mesh-2d --world-size 4
+    python -m workers.tensor_parallel at-scale --degrees 2 4 64
     torchrun --standalone --nproc-per-node 2 -m workers.tensor_parallel mlp
 
 gloo on the CPU, nccl with one GPU per rank (bytes on the wire: measured on the CPU only).
@@ -22,6 +23,7 @@ import warnings
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from workers import PRELOADS
 from workers.job import Job, add_job_options, job_from_args, joined, run_ranks, share_cores
@@ -33,6 +35,7 @@ from workers.ranks import (
     open_events,
     positive_int,
     say,
+    say_main,
 )
 from workers.sharding import written_bytes
 
@@ -456,6 +459,61 @@ def mesh_2d(rank: int, args, device, events: Events) -> None:
               f"{len(first)}")
 
 
+# --- the same split at 64 ranks, in one process -----------------------------------------
+
+
+def rank_0_of(degree: int, args):
+    """Be rank 0 of ``degree`` ranks on the fake backend, run ``scaling``'s split MLPs
+    forward and backward, and count the collectives of that step."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    dist.init_process_group("fake", rank=0, world_size=degree)  # no other rank needed
+    mesh = init_device_mesh("cpu", (degree,))
+    torch.manual_seed(0)
+    layers = nn.Sequential(*[tensor_parallel(MLP(args.width, args.hidden), mesh)
+                             for _ in range(args.layers)])
+    x = batch(args, torch.device("cpu")).requires_grad_()
+    with CommDebugMode() as comm:  # collectives return at once, sending nothing
+        layers(x).square().mean().backward()
+    dist.destroy_process_group()
+    return layers, x, comm
+
+
+def at_scale(args, events: Events) -> None:
+    """For each degree t, this process is rank 0 of a job of t ranks (``rank_0_of``), and
+    notes what the step handed to collectives: every call, shape and count is the real
+    job's, for any t."""
+    for degree in args.degrees:
+        with HandedToCollectives() as handed:
+            layers, x, comm = rank_0_of(degree, args)
+        events.emit("main", "at_scale", degree=degree, layers=args.layers,
+                    collectives=counts(comm), handed_bytes=handed.bytes,
+                    activation_bytes=x.numel() * x.element_size(),
+                    local_parameters=sum(p.to_local().numel() for p in layers.parameters()))
+        say_main(f"degree {degree:2}: {sum(counts(comm).values())} collectives, "
+                 f"{handed.bytes / 2**10:.0f} KiB handed to them")
+
+
+class HandedToCollectives(TorchDispatchMode):
+    """Within the block, ``bytes``: the sizes of the tensors this process hands to DTensor's
+    collectives (on the fake backend, nothing leaves it; what a real rank would send follows
+    from the algorithm, a ring all-reduce's 2(t-1)/t of each)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    COLLECTIVES = {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
+                   "all_to_all_single", "broadcast"}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "_c10d_functional" and \
+                func.__name__.split(".")[0] in self.COLLECTIVES:
+            self.bytes += args[0].numel() * args[0].element_size()
+        return func(*args, **(kwargs or {}))
+
+
 # --- the job ----------------------------------------------------------------------------
 
 DEMOS = {"mlp": mlp, "placements": placements, "scaling": scaling,
@@ -484,6 +542,14 @@ def command_line() -> Parser:
     losses = demos.add_parser("loss", help="a vocabulary-split head: loss_parallel, bytes")
     losses.add_argument("--vocabulary", type=positive_int, default=8192,
                         help="output classes, split over the ranks (default 8192)")
+    simulated = demos.add_parser(
+        "at-scale", help="one rank of up to 64 on the fake backend, in this process")
+    simulated.add_argument("--degrees", type=positive_int, nargs="+", metavar="T",
+                           default=[1, 2, 4, 8, 16, 32, 64],
+                           help="tensor-parallel degrees to play rank 0 of "
+                                "(default 1 2 4 8 16 32 64)")
+    simulated.add_argument("--layers", type=positive_int, default=4,
+                           help="MLP blocks stacked (default 4)")
     sequential = demos.add_parser(
         "sequence", help="sequence parallelism against tensor parallelism alone")
     two_d = demos.add_parser("mesh-2d", help="FSDP2 x tensor parallel on a 2-D mesh, "
@@ -505,6 +571,13 @@ def command_line() -> Parser:
                           help=f"tokens in the batch (default {tokens})")
         add_job_options(demo)
         add_common_options(demo, timeout=60)
+    simulated.add_argument("--width", type=positive_int, default=256,
+                           help="features in and out of the MLP (default 256)")
+    simulated.add_argument("--hidden", type=positive_int,
+                           help="hidden features (default 4 x width)")
+    simulated.add_argument("--tokens", type=positive_int, default=64,
+                           help="tokens in the batch (default 64)")
+    add_common_options(simulated, timeout=60)
     return parser
 
 
@@ -527,6 +600,7 @@ def check_sizes(args, world_size: int) -> None:
             fail(f"the {world_size // args.tp} rows of the mesh cannot share {args.tokens} "
                  "tokens evenly: choose --tokens they divide")
     degrees = {"scaling": getattr(args, "degrees", None),
+               "at-scale": getattr(args, "degrees", None),
                "mesh-2d": [getattr(args, "tp", 1)]}.get(args.demo) or [world_size]
     split = {"placements": ("width", args.width),
              "loss": ("vocabulary", getattr(args, "vocabulary", 0))}.get(
@@ -545,7 +619,11 @@ def check_sizes(args, world_size: int) -> None:
 def main(argv=None) -> int:
     parser = command_line()
     args = parser.parse_args(argv)
-    open_events(args.events)
+    events = open_events(args.events)
+    if args.demo == "at-scale":  # no ranks to start: this process plays each job's rank 0
+        check_sizes(args, max(args.degrees))
+        at_scale(args, events)
+        return 0
     job = job_from_args(parser, args, least=1)
     check_sizes(args, job.world_size)
     return run_ranks(job, rank_main, args, preload=PRELOAD)
