@@ -88,9 +88,12 @@ def workers_demo(chapter, *args, **expected) -> Demo:
 
 
 def lab_check(chapter, lab) -> Demo:
-    """A chapter's lab, checked on its reference solution (tests/labs/<lab>/)."""
+    """A chapter's lab, checked on its reference solution (tests/labs/<lab>/), at two ranks
+    only: every lab's first world size, and the same calls as at its others, which the
+    tests check."""
     return Demo(chapter, "workers.labs", ("check", lab, "--file",
-                                          f"tests/labs/{lab}/reference.py"),
+                                          f"tests/labs/{lab}/reference.py",
+                                          "--world-sizes", "2"),
                 output="PASSED: ")
 
 
