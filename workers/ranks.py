@@ -22,6 +22,7 @@ import argparse
 import importlib
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -150,15 +151,37 @@ _handed_out_lock = threading.Lock()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago: the OS picks it when binding to port 0."""
+    """A port that was free a moment ago, from below the range Linux gives the outgoing
+    connections (ip_local_port_range): the port stays unused until rank 0 listens on it,
+    and a port the OS picks for a bind to port 0 comes from that range, where any other
+    job's connection (gloo opens one per pair of ranks) could take it meanwhile."""
+    low, high = _ports_below_outgoing()
     with _handed_out_lock:
-        while True:
+        for attempt in range(200):
+            port = random.randint(low, high) if high > low else 0
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.bind((host, 0))
+                try:
+                    sock.bind((host, port))
+                except OSError:  # taken; try another
+                    continue
                 port = sock.getsockname()[1]
             if port not in _handed_out:
                 _handed_out[:] = (_handed_out + [port])[-64:]
                 return port
+        raise OSError(f"no free port found on {host}")
+
+
+def _ports_below_outgoing() -> tuple[int, int]:
+    """Up to 8,192 ports just under the outgoing range; (0, 0), the OS's pick, where the
+    range starts too low to leave room."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            start = int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        start = 32768  # Linux's default
+    if start < 10000:
+        return 0, 0
+    return max(1024, start - 8192), start - 1
 
 
 @contextmanager
