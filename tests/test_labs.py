@@ -25,7 +25,6 @@ from workers.labs import LABS, check, lab_module
 from helpers import ROOT, assert_one_line_error, cli_in_process, processes_marked
 
 SOLUTIONS = ROOT / "tests" / "labs"
-WRONG_TIMEOUT = 4.0  # seconds a wrong solution's job may run before it counts as hung
 
 # Each wrong solution, and what its verdict must say: the mistake, in the reader's words.
 WRONG = {
@@ -132,7 +131,10 @@ def test_the_reference_solution_passes(lab):
 
 @pytest.mark.parametrize("lab, wrong", [(lab, wrong) for lab in WRONG for wrong in WRONG[lab]])
 def test_a_wrong_solution_fails_naming_its_mistake(lab, wrong):
-    verdict = check(lab, SOLUTIONS / lab / f"{wrong}.py", timeout=WRONG_TIMEOUT)
+    # the lab's own timeout, as a reader gets it: a wrong solution that does not hang must
+    # still finish within it on a loaded machine (at 4 s, one of CI's runs did not)
+    timeout = lab_module(lab).TIMEOUT
+    verdict = check(lab, SOLUTIONS / lab / f"{wrong}.py")
     text = str(verdict)
     assert verdict.code == 1, text
     assert verdict.lines[-1].startswith("FAILED: "), text
@@ -143,7 +145,7 @@ def test_a_wrong_solution_fails_naming_its_mistake(lab, wrong):
     assert "Traceback" not in text
     hung = verdict.outcomes[-1]
     if hung.timed_out:  # stopped at its timeout, not later, and no rank left
-        assert hung.seconds < WRONG_TIMEOUT + 5, hung.seconds
+        assert hung.seconds < timeout + 5, hung.seconds
     assert ranks_left() == []
 
 
