@@ -150,7 +150,14 @@ stop() {  # "stop now": kill at once (a run interrupted), else end jobs, then da
         for name in "${daemons[@]}"; do
             pid=$(running "$name") && kill -KILL "$pid" 2>/dev/null
         done
-        kill -KILL $(steps) 2>/dev/null
+        # again until none is left: a rank that its agent started while the first list
+        # was read is not in it
+        for _ in $(seq 30); do
+            pids=($(steps))
+            (( ${#pids[@]} )) || break
+            kill -KILL "${pids[@]}" 2>/dev/null
+            sleep 0.1
+        done
         return 0
     fi
     if answers; then  # a slurmd that stops leaves its jobs running

@@ -91,7 +91,10 @@ def test_an_interrupted_run_leaves_nothing_running(cluster):
     """A notebook's timeout (SIGTERM to the run's group, SIGKILL 3 s later) in mid-job."""
     with pytest.raises(WorkerError, match="timed out"):
         quiet_run(SCRIPT, "run", JOB, "--epochs", "5", env=cluster, timeout=10)
-    time.sleep(0.5)  # the killed processes are reaped
+    for _ in range(20):  # the killed processes are reaped
+        if not _left_running(cluster):
+            break
+        time.sleep(0.25)
     assert not _left_running(cluster)
 
 

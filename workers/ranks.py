@@ -157,7 +157,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     job's connection (gloo opens one per pair of ranks) could take it meanwhile."""
     low, high = _ports_below_outgoing()
     with _handed_out_lock:
-        for attempt in range(200):
+        for _ in range(200):
             port = random.randint(low, high) if high > low else 0
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
