@@ -4,6 +4,7 @@ surface with the worker's own message."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -173,6 +174,19 @@ def test_lines_are_sorted_by_rank_and_events_are_read_back():
     assert {event["rank"] for event in result.events} == {"main", 0, 1}
     times = [event["t"] for event in result.events]
     assert times == sorted(times)
+
+
+def test_each_run_is_logged_with_its_time_when_asked(tmp_path, monkeypatch):
+    log = tmp_path / "runs.jsonl"
+    monkeypatch.setenv("BOOK_RUN_LOG", str(log))
+    joined = quiet_run("workers.start_join", "join", "--processes", "2", "--step", "0.2")
+    with pytest.raises(WorkerError):
+        quiet_run("workers.start_join", "fail")
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [entry["command"][:3] for entry in logged] == [
+        ["-m", "workers.start_join", "join"], ["-m", "workers.start_join", "fail"]]
+    assert logged[0]["seconds"] == round(joined.duration, 2) > 0.2
+    assert logged[1]["seconds"] > 0
 
 
 @pytest.mark.parametrize("moment", ["while its ranks start", "while they train"])

@@ -207,6 +207,10 @@ def run(
         started=started,
     )
     display.finish(result, key)
+    if os.environ.get("BOOK_RUN_LOG"):  # where a build's time goes: one line per run
+        with open(os.environ["BOOK_RUN_LOG"], "a") as log:
+            log.write(json.dumps({"command": command[1:6], "cwd": str(cwd or os.getcwd()),
+                                  "seconds": round(result.duration, 2)}) + "\n")
     _check(result, module, timeout, expect_returncode, expect_output)
     return result
 
