@@ -138,6 +138,9 @@ def spawn_nodes(args) -> int:
     # as a reader's shell runs it: unbuffered, a print writes its text and its newline
     # apart, and four ranks sharing one pipe can interleave them mid-line
     env.pop("PYTHONUNBUFFERED", None)
+    # the two "machines" share this one's cores: one thread per rank, as torchrun would set
+    # (unless you set OMP_NUM_THREADS yourself), not torch's default of one per core each
+    env.setdefault("OMP_NUM_THREADS", "1")
     program = [sys.executable, "programs/ddp_mnist.py", "--nodes", "2",
                "--nproc-per-node", str(args.nproc_per_node)]
     machines = [[*program, "--node-rank", str(node)] for node in range(2)]
