@@ -1,6 +1,6 @@
 """The book's Slurm script under a real Slurm: scripts/local_slurm.sh starts a two-node
 cluster on this machine (munged, slurmctld, two slurmd), and these tests submit to it a job
-that fails, and a job that succeeds where the launchers page does not already run one.
+that fails, and a job that succeeds where the multi-node page does not already run one.
 Submitting when no controller answers gets one line, and stopping the cluster leaves nothing
 running. Skipped where Slurm is not installed or the tests do not run as root (CI installs
 it and runs as root: see .ci/run)."""
@@ -114,8 +114,8 @@ def test_no_controller_answers_in_one_line(cluster):
         assert "controller" in answer.stderr
 
 
-@pytest.mark.skipif("local_slurm.sh" in (ROOT / "book" / "launchers.md").read_text(),
-                    reason="the launchers page runs this job in every build")
+@pytest.mark.skipif("local_slurm.sh" in (ROOT / "book" / "multi_node.md").read_text(),
+                    reason="the multi-node page runs this job in every build")
 def test_the_book_script_runs_on_both_nodes(cluster):
     result = quiet_run(SCRIPT, "run", JOB, "--backend", "gloo", "--epochs", "1",
                        "--train-images", "400", env=cluster, timeout=180)
