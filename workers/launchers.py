@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from workers.ranks import (
+    REPOSITORY,
     Events,
     Parser,
     add_common_options,
@@ -28,7 +29,6 @@ from workers.ranks import (
     wait_for,
 )
 
-REPOSITORY = Path(__file__).resolve().parent.parent
 CONTRACT = ["RANK", "LOCAL_RANK", "WORLD_SIZE"]
 
 # --- what a launcher tells its processes ---------------------------------------------

@@ -19,9 +19,9 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 from workers.ranks import (
+    REPOSITORY,
     Events,
     Parser,
     add_common_options,
@@ -33,8 +33,6 @@ from workers.ranks import (
     say_main,
     stop_with_its_launcher,
 )
-
-REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def node_rank(args, events: Events) -> None:

@@ -29,7 +29,10 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
+
+REPOSITORY = Path(__file__).resolve().parent.parent  # the clone's root
 
 MAIN = "main"  # the label of the process that starts the others
 MOST_PROCESSES = 64  # the most ranks or processes a worker starts on one machine

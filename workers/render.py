@@ -23,12 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workers.ranks import REPOSITORY
+
 # matplotlib's tab10: one colour per rank, the same in the output block and in the plots.
 RANK_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 MAIN_COLOUR = "#444444"
 UNLABELLED_COLOUR = "#999999"
-REPOSITORY = Path(__file__).resolve().parent.parent
 _run_ids = itertools.count(1)  # each run's block is marked with its own id
 
 

@@ -38,10 +38,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.ranks import free_port, interrupt_held_back
+from workers.ranks import REPOSITORY, free_port, interrupt_held_back
 from workers.render import live_output
 
-REPOSITORY = Path(__file__).resolve().parent.parent
 _LABEL = re.compile(r"^\[(main|rank (\d+))\] ?(.*)$")
 _TAIL = 25  # lines of output quoted in an error
 
@@ -209,7 +208,7 @@ def run(
     display.finish(result, key)
     if os.environ.get("BOOK_RUN_LOG"):  # where a build's time goes: one line per run
         with open(os.environ["BOOK_RUN_LOG"], "a") as log:
-            log.write(json.dumps({"command": command[1:6], "cwd": str(cwd or os.getcwd()),
+            log.write(json.dumps({"command": command[1:], "cwd": str(cwd or os.getcwd()),
                                   "seconds": round(result.duration, 2)}) + "\n")
     _check(result, module, timeout, expect_returncode, expect_output)
     return result
