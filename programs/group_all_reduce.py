@@ -23,6 +23,9 @@ def main(rank: int, world_size: int) -> None:
     dist.all_reduce(y, group=other)  # not a member: no error, only a warning, y unchanged
     print(f"[rank {rank}] outside the other group: get_rank {dist.get_rank(other)}, "
           f"y still {y.item():g}", flush=True)
+    # No rank has heard from the other group since init_process_group, which does not
+    # wait for the others: a rank leaving now can cut a peer still connecting to it.
+    dist.barrier()  # so every rank waits for all of them before it leaves
     dist.destroy_process_group()
 
 

@@ -6,8 +6,10 @@ own process imports it too, before it ever asks for the forkserver; one after th
 those two imports are most of a small demo's time. So when ``python -m workers.<chapter>``
 starts a chapter whose demos launch ranks, this file, which Python runs before the chapter's
 first line, starts the forkserver at once, and the two imports run side by side. The
-chapters that measure start methods themselves are left alone, and so is a process started
-as a rank (``RANK`` set by torchrun or a script): it starts no ranks.
+chapters that measure start methods themselves are left alone, and so are those whose ranks
+come from elsewhere (the launchers and multi-machine chapters: mp.spawn, torchrun, a shell
+loop) and a process started as a rank (``RANK`` set by torchrun or a script): it starts no
+ranks.
 
 The forkserver is stopped when the demo's process exits, even a demo that only printed
 ``--help`` or refused its arguments.
@@ -22,8 +24,7 @@ import sys
 # torch.distributed (the chapter passes it to launch() as ``preload``): the forkserver
 # started here imports it once, up front, instead of every rank after its start.
 PRELOADS = {
-    "init_methods": (), "collectives": (), "process_groups": (), "launchers": (),
-    "failures": (),
+    "init_methods": (), "collectives": (), "process_groups": (), "failures": (),
     "ddp_mnist": ("torchvision", "workers.mnist", "torch._dynamo"),
     "ddp_internals": ("torchvision", "workers.mnist", "torch._dynamo"),
     "hogwild": ("workers.mnist", "torch._dynamo"),
