@@ -83,6 +83,8 @@ def test_each_run_is_shown_once_with_a_plot_or_table_and_computed_numbers(built_
     assert glued and all(text.strip() for text in glued), glued
     number = re.compile(r"-?\d[\d,]*(\.\d+)?(e[+-]?\d+)?%?")  # 12, 0.70, 3.3e-07, 4,000, 94%
     assert any(number.fullmatch(text) for text in glued), glued
+    # and none was left as text (a role inside inline code is not read as one)
+    assert "{glue" not in soup.get_text(), "a {glue} role shown as text"
 
 
 @pytest.mark.parametrize("chapter", chapters())
