@@ -113,11 +113,24 @@ def crash_with_bare_processes(job: Job, args) -> int:
 
 
 def crash_with_spawn(job: Job, args) -> int:
-    """mp.spawn: the first failure stops the others and raises ProcessRaisedException."""
+    """mp.spawn's own join: at the first failure it terminates the other ranks, then raises
+    (ProcessRaisedException for an exception, ProcessExitedException for an exit code).
+    join(timeout) in a loop is mp.spawn's join=True, with a deadline of the job's."""
     import torch.multiprocessing as mp
 
     ranks = mp.spawn(rank_main, args=(job, args), nprocs=WORLD_SIZE, join=False)
-    return wait_for(ranks, job.timeout)
+    deadline = time.time() + job.timeout
+    try:
+        while not ranks.join(timeout=0.2):  # True once every rank has exited with 0
+            if time.time() > deadline:
+                return wait_for(ranks, 0)  # stops them all, and says so
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as error:
+        said = [line for line in str(error).splitlines() if line.strip()]
+        if isinstance(error, mp.ProcessRaisedException):  # a traceback, then the error
+            said = [f"process {error.error_index} raised {said[-1]}"]
+        say_main(f"mp.spawn raised {type(error).__name__}: {said[0]}")
+        return 1
+    return 0
 
 
 def crash_under_launchers(job: Job, args, events: Events) -> int:
