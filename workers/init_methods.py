@@ -16,7 +16,9 @@ ends in the same place, a key-value store that all ranks can reach.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -239,13 +241,25 @@ def run_job(world_size: int, meet: Rendezvous, events: Events, started=None,
     return launch(target, (world_size, meet, events), started, timeout=meet.timeout + slack)
 
 
+_FOLDER: list[str] = []  # this process's folder for rendezvous files
+
+
+def fresh_file() -> str:
+    """A path no job has used yet, for a ``file://`` rendezvous. The files of one run share
+    one folder, removed when the process that made it exits."""
+    if not _FOLDER:
+        _FOLDER.append(tempfile.mkdtemp(prefix="rendezvous-"))
+        atexit.register(shutil.rmtree, _FOLDER[0], ignore_errors=True)
+    return os.path.join(tempfile.mkdtemp(dir=_FOLDER[0]), "store")
+
+
 def rendezvous_of(args, method: str, fresh: bool = False) -> Rendezvous:
     """The rendezvous the command line describes; ``fresh``: a new port and file, as a
     second job in the same run needs (a closed store's port can linger in TIME_WAIT)."""
     port, path = args.port, args.file
     if fresh:
         port = free_port(args.address)
-        path = os.path.join(tempfile.mkdtemp(prefix="rendezvous-"), "store")
+        path = fresh_file()
     return Rendezvous(method, getattr(args, "store", "tcp"), args.address, port, path,
                       args.timeout)
 
@@ -354,10 +368,11 @@ def demo_benchmark(args, events: Events) -> int:
     timed is the rendezvous itself, not the start of processes. The routes take turns
     within each repeat, so a slow moment of the machine does not fall on one route."""
     for world_size in args.world_sizes:
+        warm_up = rendezvous_of(args, args.methods[0], fresh=True)
         meets = [rendezvous_of(args, method, fresh=True)
                  for _ in range(args.repeats) for method in args.methods]
-        code = launch(time_rendezvous, (world_size, meets, events), world_size,
-                      timeout=len(meets) * args.timeout + 5)
+        code = launch(time_rendezvous, (world_size, warm_up, meets, events), world_size,
+                      timeout=(len(meets) + 1) * args.timeout + 5)
         if code:
             return code
     say_main(f"{len(args.methods)} routes x world sizes "
@@ -366,17 +381,25 @@ def demo_benchmark(args, events: Events) -> int:
     return 0
 
 
-def time_rendezvous(rank: int, world_size: int, meets: list[Rendezvous],
-                    events: Events) -> None:
-    """Join and leave the group once per rendezvous in ``meets``, timing each join."""
+def time_rendezvous(rank: int, world_size: int, warm_up: Rendezvous,
+                    meets: list[Rendezvous], events: Events) -> None:
+    """Join and leave the group once per rendezvous in ``meets``, timing each join. The
+    ranks first join ``warm_up``, untimed: that first join also waits for the last rank to
+    start, and every later one begins with every rank running."""
+    init(rank, world_size, warm_up)
+    leave()
     for meet in meets:
         with events.span(rank, "init_process_group", method=meet.method,
                          world_size=world_size, job=f"{meet.port} {meet.path}"):
             init(rank, world_size, meet)
-        dist.barrier()  # every rank has joined before any leaves
-        dist.destroy_process_group()
+        leave()
     if rank == 0:
         say(rank, f"joined and left {len(meets)} groups of {world_size}")
+
+
+def leave() -> None:
+    dist.barrier()  # every rank has joined before any leaves
+    dist.destroy_process_group()
 
 
 DEMOS = {
@@ -455,7 +478,7 @@ def check(parser, args) -> None:
             parser.error(f"argument --address: cannot bind to {args.address!r}: "
                          f"{error.strerror}")
     if getattr(args, "file", None) is None:
-        args.file = os.path.join(tempfile.mkdtemp(prefix="rendezvous-"), "store")
+        args.file = fresh_file()
     folder = os.path.dirname(os.path.abspath(args.file))
     if not os.access(folder, os.W_OK):
         parser.error(f"argument --file: cannot create a file in {folder}")
