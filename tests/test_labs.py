@@ -129,6 +129,18 @@ def test_the_reference_solution_passes(lab):
     assert ranks_left() == []
 
 
+def test_two_collectives_counts_the_2_13_names_too():
+    import torch.distributed as dist
+
+    if not hasattr(dist, "all_gather_single"):
+        pytest.skip("this torch predates the *_single names")
+    verdict = check("two_collectives", SOLUTIONS / "two_collectives" / "single_names.py")
+    assert verdict.code == 0, str(verdict)
+    assert verdict.lines[-1].startswith("PASSED: "), str(verdict)
+    names = {call["name"] for call in verdict.outcomes[0].calls(0)}
+    assert names == {"reduce_scatter_single", "all_gather_single"}, names
+
+
 @pytest.mark.parametrize("lab, wrong", [(lab, wrong) for lab in WRONG for wrong in WRONG[lab]])
 def test_a_wrong_solution_fails_naming_its_mistake(lab, wrong):
     # the lab's own timeout, as a reader gets it: a wrong solution that does not hang must

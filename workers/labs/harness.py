@@ -162,8 +162,10 @@ def load_function(path: str, function: str):
 
 # The functions a lab's solution may call, and which argument holds the peer.
 POINT_TO_POINT = {"isend": "dst", "irecv": "src", "send": "dst", "recv": "src"}
+# (the *_single names are 2.13's for the flat forms; older releases lack them)
 COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
-               "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "barrier",
+               "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
+               "reduce_scatter_single", "gather", "scatter", "barrier",
                "all_to_all", "all_to_all_single", "monitored_barrier",
                "all_gather_object", "broadcast_object_list", "new_group", "new_subgroups")
 SENDS = ("isend", "send")
@@ -329,7 +331,8 @@ class Calls:
             record["what"] = f"new_group({record['ranks']})"
             return record
         inputs = {"all_gather": "tensor", "all_gather_into_tensor": "input_tensor",
-                  "reduce_scatter": "input_list", "reduce_scatter_tensor": "input",
+                  "all_gather_single": "input_tensor", "reduce_scatter": "input_list",
+                  "reduce_scatter_tensor": "input", "reduce_scatter_single": "input",
                   "gather": "tensor", "scatter": "scatter_list",
                   "all_to_all": "input_tensor_list", "all_to_all_single": "input",
                   }.get(name, "tensor")

@@ -20,8 +20,8 @@ GROUP = True
 PRELOAD = ()
 TIMEOUT = 6.0
 NUMEL = 10
-SCATTERS = ("reduce_scatter", "reduce_scatter_tensor")
-GATHERS = ("all_gather", "all_gather_into_tensor")
+SCATTERS = ("reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single")
+GATHERS = ("all_gather", "all_gather_into_tensor", "all_gather_single")
 
 
 def setup(world_size: int) -> dict:
