@@ -28,7 +28,7 @@ def train(rank: int, world_size: int) -> None:
         inputs = torch.randn(32, 64)
         loss = (model(inputs).squeeze(1) - inputs.sum(1)).pow(2).mean()
         optimizer.zero_grad()
-        loss.backward()  # each gradient reduce-scattered: every rank gets its rows' sum
+        loss.backward()  # reduce-scattered: each rank gets its rows' mean over the ranks
         optimizer.step()  # on this rank's rows only
         if step % 5 == 4:
             print(f"[rank {rank}] step {step + 1}: loss {loss.item():.2f}", flush=True)

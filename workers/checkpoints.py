@@ -154,8 +154,8 @@ def load_demo(rank: int, args, device, events: Events) -> None:
 
 def elastic(rank: int, events: Events, args) -> None:
     """DDP training that checkpoints every K steps and resumes from the last checkpoint.
-    Each step's batch is a function of the step number only, so a resumed run computes
-    exactly what an uninterrupted one does."""
+    Each step's batch is a function of the step number and the rank only, so a resumed run
+    computes exactly what an uninterrupted one does."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from workers.mnist import MnistNet, mnist_tensors

@@ -441,6 +441,7 @@ def compression(rank: int, args, device, events: Events) -> None:
         steps = len(losses)
         events.emit(rank, "hook", hook=label, bytes_per_step=traffic.bytes / steps,
                     accuracy=accuracy, error=None, steps=steps, losses=losses,
+                    train_images=len(images),
                     approximation_rank=approximation_rank)
         if rank == 0:
             say(rank, f"{label:<34} {traffic.bytes / steps / 1e3:6.1f} kB all-reduced per "
