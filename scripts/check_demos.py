@@ -209,7 +209,7 @@ DEMOS = [
     workers_demo("multi_node", "two-nodes", timeout=120),
     workers_demo("multi_node", "spawn-nodes", timeout=120),
     workers_demo("failures", "crash",
-                 output=r"exit codes \[1, 1\][\s\S]*the other ranks were stopped"),
+                 output=r"exit codes \[1, 1\][\s\S]*mp.spawn raised Process"),
     under_torchrun("failures", "crash", returncode=1, output="ChildFailedError"),
     workers_demo("failures", "timeout", output="Rank 1 failed to pass monitoredBarrier"),
     workers_demo("failures", "mismatch", output="Detected mismatch between collectives"),

@@ -156,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Every process started from here, and every orphan of theirs, becomes our child.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # Ctrl-C, kill and a closed terminal all stop everything. SIGINT too is set here: a
+    # process started in the background by a script inherits it ignored, and Python then
+    # leaves it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.default_int_handler)
 

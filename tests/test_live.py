@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -198,6 +199,9 @@ def live_command(html: Path):
         line = process.stdout.readline()
         match = re.search(r"((http://127\.0\.0\.1:\d+)/\S*#live-token=\S+)", line)
         assert match, line + process.stdout.read()
+        # Keep reading what the command and the Jupyter server print: a pipe nobody reads
+        # fills at 64 KiB, and the server would then block in its next log line.
+        threading.Thread(target=process.stdout.read, daemon=True).start()
         yield Live(match.group(2), match.group(1), marker, process)
     finally:
         if process.poll() is None:
