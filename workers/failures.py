@@ -36,7 +36,7 @@ from workers.ranks import (
     positive_float,
     say,
     say_main,
-    wait_for,
+    stop_all,
 )
 
 WORLD_SIZE = 2
@@ -123,13 +123,19 @@ def crash_with_spawn(job: Job, args) -> int:
     try:
         while not ranks.join(timeout=0.2):  # True once every rank has exited with 0
             if time.time() > deadline:
-                return wait_for(ranks, 0)  # stops them all, and says so
+                stop_all(ranks)
+                say_main(f"ranks still running after {job.timeout:g} s: stopping them all")
+                return 1
     except (mp.ProcessRaisedException, mp.ProcessExitedException) as error:
         said = [line for line in str(error).splitlines() if line.strip()]
         if isinstance(error, mp.ProcessRaisedException):  # a traceback, then the error
             said = [f"process {error.error_index} raised {said[-1]}"]
         say_main(f"mp.spawn raised {type(error).__name__}: {said[0]}")
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: as the book's other launchers do
+        stop_all(ranks)
+        say_main("interrupted: every rank was stopped")
+        raise SystemExit(130) from None
     return 0
 
 

@@ -17,6 +17,7 @@ ends in the same place, a key-value store that all ranks can reach.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
 import signal
@@ -241,16 +242,17 @@ def run_job(world_size: int, meet: Rendezvous, events: Events, started=None,
     return launch(target, (world_size, meet, events), started, timeout=meet.timeout + slack)
 
 
-_FOLDER: list[str] = []  # this process's folder for rendezvous files
+@functools.cache
+def rendezvous_folder() -> str:
+    """This process's folder for rendezvous files, removed when the process exits."""
+    folder = tempfile.mkdtemp(prefix="rendezvous-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def fresh_file() -> str:
-    """A path no job has used yet, for a ``file://`` rendezvous. The files of one run share
-    one folder, removed when the process that made it exits."""
-    if not _FOLDER:
-        _FOLDER.append(tempfile.mkdtemp(prefix="rendezvous-"))
-        atexit.register(shutil.rmtree, _FOLDER[0], ignore_errors=True)
-    return os.path.join(tempfile.mkdtemp(dir=_FOLDER[0]), "store")
+    """A path no job has used yet, for a ``file://`` rendezvous."""
+    return os.path.join(tempfile.mkdtemp(dir=rendezvous_folder()), "store")
 
 
 def rendezvous_of(args, method: str, fresh: bool = False) -> Rendezvous:
