@@ -29,6 +29,7 @@ from workers.ranks import (
     free_port,
     import_modules,
     launch,
+    physical_cores,
     positive_int,
     say_main,
     stop_with_its_launcher,
@@ -106,11 +107,21 @@ def pick_backend(requested: str, ranks_here: int) -> str:
     import torch.distributed as dist
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    nccl_possible = dist.is_nccl_available() and gpus >= ranks_here
+    backend = backend_for(requested, ranks_here, gpus, dist.is_nccl_available())
+    if backend is None:
+        fail(f"--backend nccl needs one GPU per rank: {ranks_here} ranks here, {gpus} GPUs")
+    return backend
+
+
+def backend_for(requested: str, ranks_here: int, gpus: int, nccl_built: bool = True):
+    """The backend ``--backend requested`` gives ``ranks_here`` ranks on a machine with
+    ``gpus`` GPUs (None: nccl asked for, and not possible). A pure function, so a test can
+    say what a page's run would use on a machine with 0, 1, 2, 4 or 8 GPUs."""
+    nccl_possible = nccl_built and gpus >= ranks_here
     if requested == "auto":
         return "nccl" if nccl_possible else "gloo"
     if requested == "nccl" and not nccl_possible:
-        fail(f"--backend nccl needs one GPU per rank: {ranks_here} ranks here, {gpus} GPUs")
+        return None
     return requested
 
 
@@ -195,5 +206,4 @@ def share_cores(world_size: int) -> None:
     import torch
 
     if "OMP_NUM_THREADS" not in os.environ:
-        cores = len(os.sched_getaffinity(0))
-        torch.set_num_threads(max(1, cores // ranks_on_this_machine(world_size)))
+        torch.set_num_threads(max(1, physical_cores() // ranks_on_this_machine(world_size)))

@@ -128,6 +128,26 @@ def positive_float(text: str) -> float:
     return value
 
 
+def physical_cores() -> int:
+    """The cores this process may run on, a core's hyper-threads counted once.
+
+    ``os.sched_getaffinity`` counts logical CPUs, the ones a container's or Slurm's cpuset
+    allows; two hyper-threads of one core share its arithmetic units, so a thread per logical
+    CPU oversubscribes the cores a compute-bound rank needs. Linux's sysfs says which core
+    each CPU belongs to; where it cannot be read, every allowed CPU counts as a core.
+    """
+    allowed = os.sched_getaffinity(0)
+    cores = set()
+    for cpu in allowed:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            cores.add((topology.joinpath("physical_package_id").read_text().strip(),
+                       topology.joinpath("core_id").read_text().strip()))
+        except OSError:
+            return len(allowed)
+    return len(cores) or len(allowed)
+
+
 def add_common_options(parser: argparse.ArgumentParser, timeout: float) -> None:
     """The options every demo has: ``--events PATH`` and ``--timeout SECONDS``."""
     parser.add_argument("--events", metavar="PATH",

@@ -97,6 +97,12 @@ class RunResult:
     def ranks(self) -> list[int]:
         return sorted({line.rank for line in self.lines if line.rank is not None})
 
+    @property
+    def backends(self) -> list[str]:
+        """The backend of each job the run started, as its launcher said ("2 ranks, backend
+        gloo"): what ``--backend auto`` chose on this machine."""
+        return re.findall(r"\bbackend (gloo|nccl)\b", "\n".join(self.lines_of("main")))
+
     def lines_of(self, source: int | str) -> list[str]:
         """The texts printed by one rank (an int) or by ``"main"``, in order."""
         label = f"rank {source}" if isinstance(source, int) else source

@@ -1,0 +1,60 @@
+"""Every outcome of every verdict a page can glue, rendered from numbers other machines might
+measure: a sentence never seen on the 2 cores that build the book in CI is still true and well
+formed. ``workers.verdicts`` refuses an outcome a function did not declare, and this test
+renders each declared one from its example, so every sentence a page can show is rendered here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from workers.verdicts import REGISTRY, Verdict, all_verdicts, faster, order, verdict
+
+VERDICTS = all_verdicts()
+CASES = [(name, outcome) for name, (_, examples) in sorted(VERDICTS.items())
+         for outcome in examples]
+
+
+def test_every_chapter_that_measures_has_verdicts():
+    chapters = {name.split(".")[2] for name in VERDICTS if name.count(".") > 2}
+    assert chapters, "no chapter registers a verdict"
+
+
+@pytest.mark.parametrize("name, outcome", CASES, ids=[f"{n.split('.', 2)[2]}:{o}"
+                                                       for n, o in CASES])
+def test_every_outcome_renders_a_well_formed_sentence(name, outcome):
+    function, examples = VERDICTS[name]
+    result = function(**examples[outcome])
+    assert isinstance(result, Verdict) and result.outcome == outcome, result
+    text = str(result)
+    assert text.strip() == text and len(text) > 10, text
+    assert not re.search(r"[{}]|\bnan\b|\binf\b|None|  |\.\.(?!\.)", text), text
+    assert text.count("(") == text.count(")"), text
+
+
+@pytest.mark.parametrize("name", sorted(VERDICTS))
+def test_every_function_gives_each_declared_outcome_a_sentence_of_its_own(name):
+    function, examples = VERDICTS[name]
+    texts = {str(function(**kwargs)) for kwargs in examples.values()}
+    assert len(texts) == len(examples), f"{name}: two outcomes share a sentence"
+
+
+def test_an_undeclared_outcome_is_refused():
+    @verdict(yes=dict(x=1))
+    def undeclared(x):
+        return Verdict("yes" if x else "no", "a sentence for the page")
+
+    try:
+        assert str(undeclared(1)) == "a sentence for the page"
+        with pytest.raises(ValueError, match="does not declare"):
+            undeclared(0)
+    finally:
+        REGISTRY.pop(f"{undeclared.__module__}.{undeclared.__qualname__}")
+
+
+def test_order_is_inside_whenever_the_ranges_touch():
+    assert order([1, 2], [3, 4]) == "lower" and order([3, 4], [1, 2]) == "higher"
+    assert order([1, 3], [3, 4]) == "inside" and order([1, 5], [2, 3]) == "inside"
+    assert faster([1, 3], [3, 4], "a", "b", "it").outcome == "inside"
