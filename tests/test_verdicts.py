@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from workers.verdicts import REGISTRY, Verdict, all_verdicts, faster, order, verdict
 
 VERDICTS = all_verdicts()

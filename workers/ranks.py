@@ -132,8 +132,8 @@ def physical_cores() -> int:
     """The cores this process may run on, a core's hyper-threads counted once.
 
     ``os.sched_getaffinity`` counts logical CPUs, the ones a container's or Slurm's cpuset
-    allows; two hyper-threads of one core share its arithmetic units, so a thread per logical
-    CPU oversubscribes the cores a compute-bound rank needs. Linux's sysfs says which core
+    allows; two hyper-threads of one core share its arithmetic units, so a thread per
+    logical CPU oversubscribes the cores a compute-bound rank needs. Linux's sysfs says which core
     each CPU belongs to; where it cannot be read, every allowed CPU counts as a core.
     """
     allowed = os.sched_getaffinity(0)

@@ -2,17 +2,17 @@
 
 A page is built on 2 CPU cores in CI and on a reader's 16-core box with GPUs; a time, a
 bandwidth, a ratio, which of two is faster or a float32 drift can come out either way. So a
-page never asserts such an observation: it hands the numbers it measured to a function here,
-which returns a ``Verdict``, one of the outcomes the function declares, each worded as a true
-sentence, and glues its text into the prose.
+page never asserts such an observation: it hands the numbers it measured to a function
+here, which returns a ``Verdict``, one of the outcomes the function declares, each worded as
+a true sentence, and glues its text into the prose.
 
 Every function that words a verdict is registered with ``@verdict(...)``, with an example
 input for each outcome it can give (numbers another machine might measure), and
-``tests/test_verdicts.py`` renders every outcome of every one of them. A function that returns
-an outcome it did not declare raises, so an undeclared, untested sentence cannot reach a page.
+``tests/test_verdicts.py`` renders every outcome of every one of them. A function that
+returns an outcome it did not declare raises, so an untested sentence cannot reach a page.
 
-The chapters' own verdicts live in ``workers/verdicts/<chapter>.py``; the wording shared by all
-of them, what "inside the spread" means and how it is said, lives here and nowhere else.
+The chapters' own verdicts live in ``workers/verdicts/<chapter>.py``; the wording shared by
+all of them, what "inside the spread" means and how it is said, lives here only.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ REGISTRY: dict[str, tuple[Callable[..., Verdict], dict[str, dict]]] = {}
 
 
 def verdict(**examples: dict) -> Callable:
-    """Register a function that words a verdict; ``outcome=dict(keyword arguments)`` for each
-    outcome it can give, with inputs that give that outcome."""
+    """Register a function that words a verdict: ``outcome=dict(keyword arguments)`` for
+    each outcome it can give, with inputs that give that outcome."""
 
     def register(function: Callable[..., Verdict]) -> Callable[..., Verdict]:
         name = f"{function.__module__}.{function.__qualname__}"
@@ -80,9 +80,9 @@ def spread(samples: Sequence[float]) -> float:
 
 
 def order(a: Sequence[float], b: Sequence[float]) -> str:
-    """Where the repeats of ``a`` stand against those of ``b``: ``"lower"`` when every one of
-    ``a`` is below every one of ``b``, ``"higher"`` the other way round, ``"inside"`` when
-    their ranges overlap (the difference is inside the spread)."""
+    """Where the repeats of ``a`` stand against those of ``b``: ``"lower"`` when every one
+    of ``a`` is below every one of ``b``, ``"higher"`` the other way round, ``"inside"``
+    when their ranges overlap (the difference is inside the spread)."""
     if max(a) < min(b):
         return "lower"
     if min(a) > max(b):
@@ -91,20 +91,22 @@ def order(a: Sequence[float], b: Sequence[float]) -> str:
 
 
 def beyond(difference: float, spread_: float) -> bool:
-    """True when a difference between two medians is larger than the spread of the repeats."""
+    """True when a difference between two medians is larger than the repeats' spread."""
     return abs(difference) > spread_
 
 
 def ratio(larger: float, smaller: float) -> str:
-    """``"3.1 times"``: how many times one positive figure is the other, as the text says it."""
+    """``"3.1 times"``: how many times one positive figure is the other, as text."""
     return f"{larger / smaller:.1f} times" if smaller > 0 else "far more than"
 
 
 @verdict(
     lower=dict(a=[10.0, 11.0, 12.0], b=[30.0, 31.0, 29.0], a_name="fork", b_name="spawn",
                what="a start"),
-    higher=dict(a=[30.0, 31.0], b=[10.0, 12.0], a_name="fork", b_name="spawn", what="a start"),
-    inside=dict(a=[10.0, 20.0], b=[12.0, 18.0], a_name="fork", b_name="spawn", what="a start"),
+    higher=dict(a=[30.0, 31.0], b=[10.0, 12.0], a_name="fork", b_name="spawn",
+                what="a start"),
+    inside=dict(a=[10.0, 20.0], b=[12.0, 18.0], a_name="fork", b_name="spawn",
+                what="a start"),
 )
 def faster(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str,
            what: str) -> Verdict:
@@ -112,10 +114,10 @@ def faster(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str,
     where = order(a, b)
     ma, mb = statistics.median(a), statistics.median(b)
     if where == "lower":
-        return Verdict("lower", f"{what} took less time with {a_name} than with {b_name} in "
-                                f"every repeat ({b_name} took {ratio(mb, ma)} as long)")
+        return Verdict("lower", f"{what} took less time with {a_name} than with {b_name} "
+                                f"in every repeat ({b_name} took {ratio(mb, ma)} as long)")
     if where == "higher":
-        return Verdict("higher", f"{what} took less time with {b_name} than with {a_name} in "
-                                 f"every repeat ({a_name} took {ratio(ma, mb)} as long)")
+        return Verdict("higher", f"{what} took less time with {b_name} than with {a_name} "
+                                 f"in every repeat ({a_name} took {ratio(ma, mb)} as long)")
     return Verdict("inside", f"{what} took about as long with {a_name} as with {b_name}: "
                              f"their repeats overlap, {NOISE}")
