@@ -133,8 +133,8 @@ def physical_cores() -> int:
 
     ``os.sched_getaffinity`` counts logical CPUs, the ones a container's or Slurm's cpuset
     allows; two hyper-threads of one core share its arithmetic units, so a thread per
-    logical CPU oversubscribes the cores a compute-bound rank needs. Linux's sysfs says which core
-    each CPU belongs to; where it cannot be read, every allowed CPU counts as a core.
+    logical CPU oversubscribes the cores a compute-bound rank needs. Linux's sysfs says
+    which core each CPU belongs to; where it cannot be read, every allowed CPU counts.
     """
     allowed = os.sched_getaffinity(0)
     cores = set()
