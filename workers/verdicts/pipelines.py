@@ -1,0 +1,87 @@
+"""What the pipelines page says about the bubbles it measured: they depend on the machine
+(how long a stage's compute takes against a message), so every comparison is worded here,
+one sentence per outcome."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, order, verdict
+
+
+def median_range(values: Sequence[float]) -> str:
+    """``"0.33 (0.30-0.35)"``: the median of the repeats and their range, as the tables
+    say."""
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+@verdict(
+    shrank=dict(fewest=1, most=8, at_fewest=[0.55, 0.57, 0.60], at_most=[0.38, 0.40, 0.43]),
+    inside=dict(fewest=1, most=8, at_fewest=[0.52, 0.55, 0.61], at_most=[0.50, 0.56, 0.58]),
+    grew=dict(fewest=1, most=8, at_fewest=[0.51, 0.52, 0.53], at_most=[0.60, 0.64, 0.66]),
+)
+def bubble_shrinks(fewest: int, most: int, at_fewest: Sequence[float],
+                   at_most: Sequence[float]) -> Verdict:
+    """GPipe's measured bubble with the most micro-batches against the fewest, every repeat
+    of each (fractions of the step)."""
+    where = order(at_most, at_fewest)
+    with_most = f"With {most} micro-batches, at {median_range(at_most)}, the bubble"
+    if where == "lower":
+        return Verdict("shrank", f"{with_most} shrank beyond the run-to-run spread, as the "
+                                 "formula says")
+    if where == "higher":
+        return Verdict("grew", f"{with_most} grew beyond the run-to-run spread, against "
+                               "the formula: more micro-batches mean more messages and "
+                               "smaller pieces of work, and here they cost more than the "
+                               "shorter fill and drain saved")
+    return Verdict("inside", f"{with_most}'s repeats overlap those with {fewest}, {NOISE}: "
+                             "this run does not show the shrinking the formula predicts")
+
+
+def listed(items: Sequence[str]) -> str:
+    """``"a, b and c"``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+@verdict(
+    above=dict(counts=[1, 2, 4, 8], medians=[0.55, 0.41, 0.30, 0.22],
+               formulas=[0.5, 1 / 3, 0.2, 1 / 9]),
+    below=dict(counts=[1, 2, 4, 8], medians=[0.55, 0.31, 0.30, 0.10],
+               formulas=[0.5, 1 / 3, 0.2, 1 / 9]),
+)
+def bubble_floor(counts: Sequence[int], medians: Sequence[float],
+                 formulas: Sequence[float]) -> Verdict:
+    """The measured bubble (median of the repeats) against the formula, for each number of
+    micro-batches. The formula is a floor when each micro-batch takes a rank the same time:
+    the fill and the drain then cost at least its slots, whatever the ranks' own speeds."""
+    below = [(m, got, floor) for m, got, floor in zip(counts, medians, formulas)
+             if got < floor]
+    if not below:
+        excess = medians[-1] - formulas[-1]
+        return Verdict("above", "The measured bubble stayed at or above the formula for "
+                                f"every number of micro-batches ({excess:.2f} above its "
+                                f"{formulas[-1]:.2f} with {counts[-1]}): the formula "
+                                "counts only the schedule, not the time a message takes "
+                                "to arrive, nor micro-batches that take a rank unequal "
+                                "times")
+    where = listed([f"with {m} micro-batches ({got:.2f} against {floor:.2f})"
+                    for m, got, floor in below])
+    return Verdict("below", f"The measured bubble fell below the formula {where}: the "
+                            "formula is a floor only when each micro-batch takes a rank "
+                            "the same time, and here they did not")
+
+
+@verdict(
+    smaller=dict(ours=[0.10, 0.12, 0.13], gpipe=[0.20, 0.22, 0.25]),
+    larger=dict(ours=[0.30, 0.32, 0.35], gpipe=[0.20, 0.22, 0.25]),
+    inside=dict(ours=[0.19, 0.23, 0.26], gpipe=[0.20, 0.22, 0.25]),
+)
+def against_gpipe(ours: Sequence[float], gpipe: Sequence[float]) -> Verdict:
+    """A schedule's measured bubble against GPipe's, every repeat of each."""
+    where = order(ours, gpipe)
+    if where == "lower":
+        return Verdict("smaller", "smaller than GPipe's, beyond the run-to-run spread")
+    if where == "higher":
+        return Verdict("larger", "larger than GPipe's, beyond the run-to-run spread")
+    return Verdict("inside", f"within GPipe's range, {NOISE}")
