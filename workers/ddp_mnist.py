@@ -204,21 +204,27 @@ def rank_main(rank: int, job: Job, args, mode: str) -> None:
         train_and_save(mode, rank, job.world_size, args, device, events)
 
 
-def single(args, events: Events) -> int:
-    """One process, the whole global batch: the reference the ranks must match."""
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    events.emit(0, "environment", mode="single", pid=os.getpid(),
+def single(args, events: Events, device: torch.device | None = None) -> int:
+    """One process, the whole global batch: the reference the ranks must match. On
+    ``device``; by itself, on the GPU if there is one."""
+    if device is None:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    events.emit(0, "environment", mode="single", pid=os.getpid(), device=str(device),
                 threads=torch.get_num_threads(), variables=dict(os.environ))
     train_and_save("single", 0, 1, args, device, events)
     return 0
 
 
 def compare(job: Job, args, events: Events) -> int:
-    """The three modes one after the other, each saving its weights in --checkpoint-dir."""
+    """The three modes one after the other, each saving its weights in --checkpoint-dir.
+
+    The one process computes where the ranks do, so that their times compare like with
+    like: on the CPU under gloo (even where a GPU is visible), on GPU 0 under nccl."""
+    device = torch.device("cuda", 0) if job.backend == "nccl" else torch.device("cpu")
     for mode in ["single", "manual", "ddp"]:
         args.checkpoint = str(Path(args.checkpoint_dir) / f"{mode}-{args.dtype}.pt")
         say_main(f"--- {mode}")
-        code = single(args, events) if mode == "single" else run_ranks(
+        code = single(args, events, device) if mode == "single" else run_ranks(
             job.on_fresh_port(), rank_main, args, mode, preload=PRELOAD)
         if code:
             return code
