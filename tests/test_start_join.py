@@ -5,6 +5,8 @@ each demo's --help, and bad input."""
 from __future__ import annotations
 
 import json
+import platform
+import sys
 
 import pytest
 
@@ -51,6 +53,9 @@ def test_threads_and_processes_do_the_same_work_one_worker_each():
     counted = result.events_named("counted")
     assert [e["kind"] for e in counted] == ["threads", "processes"]
     assert all(e["workers"] == 1 and 0 < e["cores"] < 1.2 for e in counted)
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()  # the worker runs this Python
+    assert all(e["gil"] == gil and e["python"] == platform.python_version() for e in counted)
+    assert result.lines_of("main")[0].startswith(f"Python {platform.python_version()}, ")
 
 
 def test_events_file_from_a_shell_is_json_lines(tmp_events):

@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import platform
 import queue
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 
@@ -99,8 +101,19 @@ def count_when_ready(millions: float, ready, cpu_seconds) -> None:
     cpu_seconds.put(time.thread_time() - began)
 
 
+def gil_enabled() -> bool:
+    """Whether this interpreter runs with its global lock: always before Python 3.13, and in
+    CPython's standard build; in the free-threaded build (3.13t and later) only when
+    ``PYTHON_GIL=1`` or a module that needs it turned it back on."""
+    return getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
 def demo_threads_or_processes(ctx, args, events: Events) -> int:
     """The same CPU-bound work in ``--workers`` threads, then in as many processes."""
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    say_main(f"Python {platform.python_version()}, "
+             f"{'free-threaded' if free_threaded else 'standard'} build: "
+             f"the GIL is {'on' if gil_enabled() else 'off'}")
     for repeat in range(args.repeats):
         for kind in ("threads", "processes"):
             if kind == "threads":
@@ -121,7 +134,8 @@ def demo_threads_or_processes(ctx, args, events: Events) -> int:
             say_main(f"{args.workers} {kind:<9} (repeat {repeat}): {seconds:.2f} s, "
                      f"CPU time / wall time {cores:.2f}")
             events.emit("main", "counted", t=began, t_end=began + seconds, kind=kind,
-                        repeat=repeat, workers=args.workers, cores=cores)
+                        repeat=repeat, workers=args.workers, cores=cores, gil=gil_enabled(),
+                        free_threaded=free_threaded, python=platform.python_version())
     return 0
 
 

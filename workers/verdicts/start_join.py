@@ -1,0 +1,82 @@
+"""What the start-and-join page says about its threads-or-processes run: which was faster,
+and how many cores the threads kept busy, which depends on the Python that ran it (the
+GIL of CPython's standard build, or none in its free-threaded build, 3.13t and later)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, order, verdict
+
+
+@verdict(
+    faster=dict(threads=[2.1, 2.2, 2.3], processes=[1.1, 1.2, 1.25], busiest=1.9, cpus=2),
+    slower=dict(threads=[2.1, 2.2, 2.3], processes=[2.6, 2.8, 3.0], busiest=1.1, cpus=16),
+    slower_one_cpu=dict(threads=[2.1, 2.2], processes=[2.4, 2.5], busiest=0.98, cpus=1),
+    inside=dict(threads=[1.1, 1.2, 1.3], processes=[1.15, 1.2, 1.25], busiest=1.95,
+                cpus=16),
+)
+def processes_against_threads(threads: Sequence[float], processes: Sequence[float],
+                              busiest: float, cpus: int) -> Verdict:
+    """The same CPU-bound Python in two threads and in two processes: the seconds of every
+    repeat of each, the most logical CPUs the processes kept busy (CPU time over wall
+    time) and the logical CPUs this process may use."""
+    held = f"the processes kept at most {busiest:.2f} cores busy"
+    if busiest < 1.5:
+        held += (", the one logical CPU this build may use" if cpus < 2
+                 else ", because the machine's other work held the rest")
+    where = order(processes, threads)
+    if where == "lower":
+        return Verdict("faster", f"{min(threads) / max(processes):.1f} to "
+                                 f"{max(threads) / min(processes):.1f} times as fast in "
+                                 "processes, beyond the spread of the repeats, with up to "
+                                 f"{busiest:.2f} cores busy")
+    if where == "higher":
+        outcome = "slower_one_cpu" if busiest < 1.5 and cpus < 2 else "slower"
+        return Verdict(outcome, "slower in processes this time, beyond the spread of the "
+                                f"repeats: {held}")
+    return Verdict("inside", f"no faster in processes this time: the two ranges overlap, "
+                             f"{NOISE}; {held}")
+
+
+@verdict(
+    gil=dict(busiest=1.01, gil=True, free_threaded=False, version="3.11.7"),
+    gil_reenabled=dict(busiest=0.99, gil=True, free_threaded=True, version="3.13.5"),
+    free=dict(busiest=1.96, gil=False, free_threaded=True, version="3.14.0"),
+    free_but_one=dict(busiest=1.05, gil=False, free_threaded=True, version="3.14.0"),
+)
+def threads_busy(busiest: float, gil: bool, free_threaded: bool, version: str) -> Verdict:
+    """How many cores two counting threads kept busy at most (CPU time over wall time), and
+    what that says, given whether the Python that ran them had its GIL on (``gil``: what
+    ``sys._is_gil_enabled()`` said, True where it does not exist) and whether it is the
+    free-threaded build. With the GIL the threads never exceed one core: the page asserts
+    that before asking for the sentence, and this function refuses the contrary."""
+    why = ("This is why PyTorch's parallel training starts processes, not threads: the "
+           "Python around each step (the training loop, the data pipeline, the optimizer) "
+           "runs in every process at once.")
+    if gil:
+        if busiest >= 1.2:
+            raise ValueError(f"threads with the GIL kept {busiest:.2f} cores busy")
+        one = (f"The threads never kept more than {busiest:.2f} cores busy (CPU time over "
+               "wall time), one at a time, under the GIL")
+        if not free_threaded:
+            return Verdict("gil", f"{one} of this build's Python ({version}, CPython's "
+                                  f"standard build). {why}")
+        return Verdict("gil_reenabled", f"{one}: this build's Python, {version}, is the "
+                                        "free-threaded build, but ran with the GIL turned "
+                                        "back on (by PYTHON_GIL=1 or a module that needs "
+                                        f"it). {why}")
+    turns = ("Under the GIL of CPython's standard build they would have taken turns, which "
+             "is why PyTorch's parallel training starts processes: the Python around each "
+             "step (the training loop, the data pipeline, the optimizer) runs in every "
+             "process at once. Its ranks stay processes without the GIL too: one per GPU, "
+             "on one machine or many.")
+    free = (f"This build's Python, {version}, is the free-threaded build and ran without "
+            "the GIL")
+    if busiest >= 1.2:
+        return Verdict("free", f"{free}: the threads kept up to {busiest:.2f} cores "
+                               "busy (CPU time over wall time), more than one at a time. "
+                               f"{turns}")
+    return Verdict("free_but_one", f"{free}, yet the threads kept at most {busiest:.2f} "
+                                   "cores busy (CPU time over wall time), not one each. "
+                                   f"{turns}")
