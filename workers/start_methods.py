@@ -35,7 +35,9 @@ from workers.ranks import (
     say_main,
 )
 
-ALL_METHODS = mp.get_all_start_methods()  # ['fork', 'spawn', 'forkserver'] on Linux
+# The default first: ['fork', 'spawn', 'forkserver'] on Linux up to Python 3.13,
+# ['forkserver', 'fork', 'spawn'] from 3.14.
+ALL_METHODS = mp.get_all_start_methods()
 
 
 # --- startup: what one process costs to start -----------------------------------------

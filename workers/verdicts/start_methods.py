@@ -1,0 +1,129 @@
+"""What the start-methods page says about the starts it timed (ms from ``start()`` until
+the child's code ran): fork against spawn, the forkserver's later starts (which depend on
+whether the Python that ran them preloads the main script: 3.13.8 and later do), the
+forkserver with PyTorch preloaded, and a spawn start without PyTorch."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+
+
+def preloads_main_script(version: Sequence[int]) -> bool:
+    """Whether this Python's forkserver imports the main script before forking children:
+    from 3.13.8 and in 3.14 (CPython gh-126631); before, a renamed key lost its path."""
+    return tuple(version[:3]) >= (3, 13, 8)
+
+
+def ms_list(times: Sequence[float]) -> str:
+    """``"31 and 29"``, ``"31, 29 and 30"``: the times as the text says them, in order."""
+    said = [f"{ms:,.0f}" for ms in times]
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+
+
+@verdict(
+    higher=dict(fork=[8.0, 9.0, 10.0], spawn=[1500.0, 1520.0, 1610.0]),
+    inside=dict(fork=[8.0, 9.0, 40.0], spawn=[30.0, 35.0, 38.0]),
+    lower=dict(fork=[80.0, 90.0, 95.0], spawn=[30.0, 35.0, 38.0]),
+)
+def spawn_against_fork(fork: Sequence[float], spawn: Sequence[float]) -> Verdict:
+    """A start under ``fork`` against one under ``spawn``, every start of each (ms)."""
+    mf, ms = statistics.median(fork), statistics.median(spawn)
+    both = (f"A `fork` start took {mf:,.0f} ms (the median of three), a `spawn` start "
+            f"{ms:,.0f} ms")
+    where = order(spawn, fork)
+    if where == "higher":
+        return Verdict("higher", f"{both}: {ratio(ms, mf)} as long.")
+    if where == "lower":
+        text = f"{both}: here every `spawn` start took less time than every `fork` start."
+        return Verdict("lower", text)
+    return Verdict("inside", f"{both}: their starts overlap, {NOISE}.")
+
+
+@verdict(
+    no_preload=dict(later=[1490.0, 1510.0], spawn=[1500.0, 1520.0, 1610.0],
+                    version=(3, 11, 7)),
+    preload=dict(later=[31.0, 29.0], spawn=[1500.0, 1520.0, 1610.0], version=(3, 14, 0)),
+    no_preload_fast=dict(later=[31.0, 29.0], spawn=[1500.0, 1520.0, 1610.0],
+                         version=(3, 12, 3)),
+    preload_slow=dict(later=[1490.0, 31.0], spawn=[1500.0, 1520.0, 1610.0],
+                      version=(3, 13, 8)),
+)
+def forkserver_later(later: Sequence[float], spawn: Sequence[float],
+                     version: Sequence[int]) -> Verdict:
+    """The forkserver's second and later starts of the plain program (ms), against its
+    spawn starts, and what the Python that ran it (``sys.version_info``) does: a later
+    start under half a spawn start's median was forked from a server that had the program,
+    and with it PyTorch, imported already."""
+    ms = statistics.median(spawn)
+    fast = max(later) < ms / 2
+    said = (f"`forkserver`'s later starts took {ms_list(later)} ms, against {ms:,.0f} ms "
+            "for a `spawn` start")
+    python = ".".join(map(str, version[:3]))
+    if preloads_main_script(version):
+        if fast:
+            text = (f"{said}: this build's Python, {python}, preloads the program into "
+                    "the server, so the server imported the program, and with it PyTorch, "
+                    "once, and forked every later child from that.")
+            return Verdict("preload", text)
+        text = (f"{said}, though this build's Python, {python}, preloads the program into "
+                "the server: here a later child still took at least half as long as a "
+                "spawned one.")
+        return Verdict("preload_slow", text)
+    if fast:
+        text = (f"{said}, though this build's Python, {python}, does not preload the "
+                "program into the server: here each later child still started in under "
+                "half the time of a spawned one.")
+        return Verdict("no_preload_fast", text)
+    text = (f"{said}: this build's Python, {python}, does not preload the program into "
+            "the server, so every child it forks imports the program, and with it PyTorch, "
+            "as a spawned child does.")
+    return Verdict("no_preload", text)
+
+
+@verdict(
+    once=dict(first=1650.0, later=[30.0, 32.0], spawn=[1500.0, 1520.0, 1610.0]),
+    once_only=dict(first=1650.0, later=[300.0, 320.0], spawn=[500.0, 520.0, 610.0]),
+    every=dict(first=400.0, later=[300.0, 320.0], spawn=[500.0, 520.0, 610.0]),
+)
+def preloaded_forkserver(first: float, later: Sequence[float],
+                         spawn: Sequence[float]) -> Verdict:
+    """The forkserver with PyTorch preloaded: its first start, its later ones, and the
+    spawn starts of the plain program (ms)."""
+    ms = statistics.median(spawn)
+    if max(later) >= first / 2:
+        text = (f"The first start took {first:,.0f} ms, the next ones {ms_list(later)} ms: "
+                "here preloading PyTorch did not save the later starts half of the first "
+                "one's time.")
+        return Verdict("every", text)
+    paid = (f"Only the first start paid ({first:,.0f} ms, mostly the server importing "
+            f"PyTorch); the next ones took {ms_list(later)} ms")
+    if max(later) < ms / 2:
+        return Verdict("once", f"{paid}. Most of a `spawn` start, then, is importing "
+                               "PyTorch.")
+    text = (f"The first start took {first:,.0f} ms (mostly the server importing PyTorch), "
+            f"the next ones {ms_list(later)} ms, against {ms:,.0f} ms for a `spawn` start.")
+    return Verdict("once_only", text)
+
+
+@verdict(
+    lower=dict(without=60.0, spawn=[1500.0, 1520.0, 1610.0]),
+    inside=dict(without=510.0, spawn=[500.0, 520.0, 610.0]),
+    higher=dict(without=700.0, spawn=[500.0, 520.0, 610.0]),
+)
+def spawn_without_torch(without: float, spawn: Sequence[float]) -> Verdict:
+    """A spawned child of a module that imports no PyTorch (ms until it was at work),
+    against the plain program's spawn starts, which import it."""
+    there = f"There a spawned child was at work {without:,.0f} ms after `start()`"
+    where = order([without], spawn)
+    if where == "lower":
+        return Verdict("lower", f"{there}, against {statistics.median(spawn):,.0f} ms here "
+                                f"with PyTorch: {ratio(statistics.median(spawn), without)} "
+                                "as long with it.")
+    span = f"{min(spawn):,.0f} to {max(spawn):,.0f} ms"
+    if where == "higher":
+        return Verdict("higher", f"{there}, longer than every start here with PyTorch "
+                                 f"({span}).")
+    return Verdict("inside", f"{there}, against {span} here with PyTorch: {NOISE}.")
