@@ -41,6 +41,7 @@ from workers.ranks import (
     free_port,
     launch,
     open_events,
+    physical_cores,
     positive_int,
     say,
     say_main,
@@ -379,7 +380,7 @@ def demo_benchmark(args, events: Events) -> int:
             return code
     say_main(f"{len(args.methods)} routes x world sizes "
              f"{', '.join(map(str, args.world_sizes))} x {args.repeats} repeats, "
-             f"on {len(os.sched_getaffinity(0))} cores")
+             f"on {physical_cores()} cores")
     return 0
 
 
