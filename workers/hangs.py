@@ -1,0 +1,965 @@
+"""A job that hangs: find the rank and the line, from outside, while it hangs.
+
+    python -m workers.hangs skip              # hangs until --timeout; prints its pid
+    python -m workers.hangs diagnose PID      # from a second terminal: which rank, where
+    python -m workers.hangs stuck --world-size 4 --diagnose
+    python -m workers.hangs every             # every kind in turn, each one diagnosed
+    python -m workers.hangs second-terminal   # programs/hang.py, looked at from outside
+    torchrun --standalone --nproc-per-node 3 -m workers.hangs dead  # diagnose AGENT_PID
+
+Five kinds of hang, each started on purpose, on gloo: a rank that skips a collective
+(skip), ranks that call two collectives in a different order (order), a rank stuck in its
+own Python (stuck), a rank whose work died while its process lives on (dead), and a
+``Work`` nobody waits for (unwaited). --culprit picks the rank that misbehaves (default:
+the last). Every rank serves its flight recorder on a Unix socket of its own; ``diagnose``
+reads it, and every rank's stack with py-spy, prints one verdict (which ranks are behind,
+in which collective, at which line), and stops the job. A job that nobody diagnoses ends
+at --timeout, its collectives' timeout too.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import pickle
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from workers.job import Job, job_from_args
+from workers.ranks import (
+    Events,
+    Parser,
+    add_common_options,
+    fail,
+    first_line,
+    free_port,
+    import_modules,
+    imported_then_run,
+    open_events,
+    say_main,
+    stop_all,
+    stop_with_its_launcher,
+)
+
+# A recorder's first dump with Python frames imports torch._dynamo (two seconds): each rank
+# imports it before it hangs, in the forkserver when this process starts it
+PRELOAD = ("torch._dynamo",)
+STEPS = 4  # steps of the small training loop the kinds run before (or while) they hang
+
+# --- five ways to hang --------------------------------------------------------------------
+
+
+def skip_collective(rank: int, culprit: int) -> None:
+    """The culprit's batch at step 1 is empty, so it skips that step's all_reduce; it
+    meets the others again at the barrier after the loop."""
+    grad = torch.ones(4)
+    for step in range(STEPS):
+        if rank == culprit and step == 1:
+            continue  # an empty batch: nothing to add, it thinks
+        dist.all_reduce(grad)
+    dist.barrier()  # after the epoch: every rank is done
+
+
+def different_order(rank: int, culprit: int) -> None:
+    """Two collectives, and the culprit calls them in the other order."""
+    grad, stop = torch.ones(4), torch.zeros(4)
+    if rank == culprit:
+        dist.broadcast(stop, src=0)  # asks first whether to stop
+        dist.all_reduce(grad)
+    else:
+        dist.all_reduce(grad)
+        dist.broadcast(stop, src=0)
+
+
+def stuck_in_python(rank: int, culprit: int) -> None:
+    """A loader thread fills a queue of batches; on the culprit it stalls at step 2, and
+    the main thread waits for a batch that never comes: no collective is involved."""
+    batches: queue.Queue = queue.Queue()
+    threading.Thread(target=load_batches, args=(batches, rank == culprit),
+                     daemon=True).start()
+    for _ in range(STEPS):
+        batch = batches.get()  # no timeout: waits for ever
+        dist.all_reduce(batch)
+
+
+def load_batches(batches: queue.Queue, stalls: bool) -> None:
+    for step in range(STEPS):
+        if stalls and step == 2:
+            threading.Event().wait()  # a read that never returns (a dead network mount)
+        batches.put(torch.ones(4))
+
+
+def died_unnoticed(rank: int, culprit: int) -> None:
+    """The culprit raises after training, before the barrier. Its process does not end:
+    Python waits at exit for the prefetch thread, which is not a daemon. So its sockets
+    stay open, and neither the launcher nor the other ranks learn that it died."""
+    batches: queue.Queue = queue.Queue(maxsize=2)
+    threading.Thread(target=prefetch, args=(batches,), name="prefetch").start()
+    for _ in range(STEPS):
+        dist.all_reduce(batches.get())
+    if rank == culprit:
+        raise OSError("No space left on device: the checkpoint was not saved")
+    dist.barrier()  # every rank has saved its checkpoint
+
+
+def prefetch(batches: queue.Queue) -> None:
+    while True:
+        batches.put(torch.ones(4))  # blocks while the queue is full: for ever, at the end
+
+
+def unwaited_work(rank: int, culprit: int) -> None:
+    """Only the culprit logs the loss, with an all_reduce it starts and never waits for.
+    It does not block there: it blocks in the barrier after it, which gloo runs only
+    once the all_reduce, which no other rank calls, is done."""
+    loss = torch.ones(1)
+    if rank == culprit:
+        logged = dist.all_reduce(loss, async_op=True)  # noqa: F841 (never waited for)
+    dist.barrier()
+
+
+KINDS = {
+    "skip": (skip_collective, "a rank skips one all_reduce, then waits in the barrier"),
+    "order": (different_order, "a rank calls broadcast and all_reduce in the other order"),
+    "stuck": (stuck_in_python, "a rank waits for a batch its loader thread never sends"),
+    "dead": (died_unnoticed, "a rank raised, but a non-daemon thread keeps it alive"),
+    "unwaited": (unwaited_work, "a rank starts an all_reduce nobody else calls, async"),
+}
+
+# --- what a rank serves to a second process -----------------------------------------------
+
+
+SERVERS: list = []  # this process's worker server, once serve_dumps() started it
+
+
+def serve_dumps() -> None:
+    """Let a second process read this rank's stacks and flight recorder while it hangs.
+
+    PyTorch's worker server (the per-rank half of its debug server) answers HTTP on a
+    Unix socket in a thread of its own, so it answers while the main thread waits in a
+    collective. An abstract socket (its name starts with a NUL byte) is no file and no
+    network port: it goes when the process goes. One more handler returns the recorder
+    with the Python frames of every call, which the built-in JSON one leaves out.
+    """
+    from torch._C._distributed_c10d import (
+        _dump_fr_trace,
+        _get_handler_names,
+        _register_handler,
+        _WorkerServer,
+    )
+
+    def recorder(request, response) -> None:
+        dump = pickle.loads(_dump_fr_trace())
+        dump["rank"] = dist.get_rank()  # the dump does not say whose it is
+        response.set_content(pickle.dumps(dump), "application/octet-stream")
+        response.set_status(200)
+
+    if "fr_trace_pickle" not in _get_handler_names():
+        _register_handler("fr_trace_pickle", recorder)
+    # kept for the life of the process: the server stops when it is freed
+    SERVERS.append(_WorkerServer(f"\0torch-worker-{os.getpid()}"))
+
+
+def loopback_store(rank: int, job: Job, timeout: timedelta) -> dist.Store:
+    """The job's TCPStore, listening on 127.0.0.1 only: given no socket of its own, a
+    TCPStore listens on every address of the machine."""
+    port = int(job.init_method.rsplit(":", 1)[1])
+    # the store owns the listening socket from here on: detach() hands over its descriptor
+    listening = socket.create_server(("127.0.0.1", port)).detach() if rank == 0 else None
+    return dist.TCPStore("127.0.0.1", port, job.world_size, rank == 0, timeout=timeout,
+                         master_listen_fd=listening)
+
+
+def rank_main(rank: int, job: Job, args) -> None:
+    """One rank: serve its dumps, join the group, and hang the way ``args.demo`` says.
+    The group's collectives wait ``--timeout`` seconds, the job's own deadline."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo listens on loopback too
+    wait = timedelta(seconds=job.timeout)
+    serve_dumps()
+    if job.started_as_rank:  # torchrun's agent holds the store
+        stop_with_its_launcher(rank)
+        dist.init_process_group("gloo", rank=rank, world_size=job.world_size, timeout=wait)
+    else:
+        dist.init_process_group("gloo", store=loopback_store(rank, job, wait), rank=rank,
+                                world_size=job.world_size, timeout=wait)
+    Events(args.events).emit(rank, "started", pid=os.getpid(), kind=args.demo)
+    kind, _ = KINDS[args.demo]
+    kind(rank, args.culprit)
+
+
+# --- stacks, from outside: py-spy ---------------------------------------------------------
+
+PTRACE_REFUSED = (
+    "py-spy may not read the processes' memory here (ptrace was refused). On Linux, let "
+    "a user trace their own processes with: sudo sysctl kernel.yama.ptrace_scope=0 (1 "
+    "only lets a process trace its children); or run the diagnosis as root: sudo env "
+    "\"PATH=$PATH\" python -m workers.hangs diagnose PID; in a container, start it with "
+    "--cap-add SYS_PTRACE")
+NO_PY_SPY = "py-spy is not installed: pip install py-spy==0.4.3 (requirements.txt pins it)"
+
+
+class CannotLook(Exception):
+    """py-spy cannot look at the job (missing, or ptrace refused): one line says why."""
+
+
+@dataclass
+class Frame:
+    name: str
+    filename: str
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{shown_path(self.filename)}:{self.line}"
+
+
+@dataclass
+class Thread:
+    name: str
+    frames: list[Frame]  # innermost first, as py-spy and the recorder list them
+
+
+@dataclass
+class Process:
+    pid: int
+    rank: int | None
+    threads: list[Thread]
+
+    @property
+    def main(self) -> Thread | None:
+        return next((t for t in self.threads if t.name == "MainThread"), None)
+
+
+def py_spy() -> str:
+    """The py-spy beside this Python (a virtual environment's), else the one on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if not found:
+        raise CannotLook(NO_PY_SPY)
+    return os.environ.get("PY_SPY", found)
+
+
+def dump_stacks(pid: int) -> Process | None:
+    """Every thread's stack of one Python process, with ``py-spy dump``; None when it is
+    not (or no longer) a Python process."""
+    command = [py_spy(), "dump", "--pid", str(pid), "--json", "--locals"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0:
+        if "Permission Denied" in done.stderr or "Operation not permitted" in done.stderr:
+            raise CannotLook(PTRACE_REFUSED)
+        return None
+    try:
+        threads = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return None
+    process = Process(pid, rank_from_environment(pid), [])
+    for thread in threads:
+        frames = [Frame(f["name"], f["filename"], f["line"]) for f in thread["frames"]]
+        process.threads.append(Thread(thread.get("thread_name") or "?", frames))
+        if process.rank is None:
+            process.rank = rank_from_arguments(thread["frames"])
+    return process
+
+
+def rank_from_environment(pid: int) -> int | None:
+    """RANK, which torchrun and launch scripts set for each rank."""
+    import psutil
+
+    try:
+        value = psutil.Process(pid).environ().get("RANK", "")
+    except (psutil.Error, OSError):
+        return None
+    return int(value) if value.isdigit() else None
+
+
+def rank_from_arguments(frames: list[dict]) -> int | None:
+    """The rank a process was started as: the outermost function called with an argument
+    named ``rank`` (or mp.spawn's ``_wrap``, whose ``i`` is the rank)."""
+    for frame in reversed(frames):  # outermost first
+        for local in frame.get("locals") or []:
+            wanted = "i" if frame["name"] == "_wrap" else "rank"
+            if local.get("arg") and local["name"] == wanted and local["repr"].isdigit():
+                return int(local["repr"])
+    return None
+
+
+LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python3\.\d+/|^<")
+PLUMBING = ("workers/ranks.py", "workers/job.py")  # the book's launcher, not the lesson
+
+
+def is_reader_code(filename: str) -> bool:
+    """A frame of the program itself: not Python's library, not an installed package."""
+    return not LIBRARY.search(filename) and not filename.endswith(PLUMBING)
+
+
+def reader_frame(frames: list[Frame]) -> Frame | None:
+    """The innermost frame of the reader's own code: the line to look at."""
+    return next((frame for frame in frames if is_reader_code(frame.filename)), None)
+
+
+def shown_path(filename: str) -> str:
+    """A path as the reader knows it: relative to the current folder when inside it."""
+    try:
+        return str(Path(filename).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return filename
+
+
+COLLECTIVES = {"all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
+               "reduce_scatter", "reduce_scatter_tensor", "reduce", "gather", "scatter",
+               "all_to_all", "all_to_all_single", "send", "recv", "monitored_barrier",
+               "wait"}
+
+
+def collective_in(frames: list[Frame]) -> str | None:
+    """The torch.distributed call a stack is waiting in, if any."""
+    for frame in frames:
+        if frame.filename.endswith("distributed_c10d.py") and frame.name in COLLECTIVES:
+            return frame.name
+    return None
+
+
+# --- flight recorders, from outside: the rank's worker server -----------------------------
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, address: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.address = address
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.address)
+
+
+def ask(pid: int, handler: str, timeout: float = 10.0) -> bytes | None:
+    """What the worker server of process ``pid`` answers to ``handler``; None when the
+    process serves none (it never called serve_dumps) or the handler failed."""
+    connection = _UnixConnection(f"\0torch-worker-{pid}", timeout)
+    try:
+        connection.request("POST", f"/handler/{handler}")
+        response = connection.getresponse()
+        body = response.read()
+    except OSError:
+        return None
+    finally:
+        connection.close()
+    return body if response.status == 200 else None
+
+
+@dataclass
+class Entry:
+    """One collective in a rank's flight recorder."""
+
+    seq: int
+    group: str
+    op: str
+    sizes: list
+    state: str
+    retired: bool
+    frames: list[Frame] = field(default_factory=list)
+
+    @property
+    def line(self) -> Frame | None:
+        return reader_frame(self.frames)
+
+
+def recorder_entries(dump: dict) -> list[Entry]:
+    """A recorder dump (``_dump_fr_trace``'s pickle, or the JSON) as Entry objects."""
+    entries = []
+    for raw in dump.get("entries", []):
+        if raw.get("is_p2p"):
+            continue
+        frames = [Frame(f["name"], f["filename"], f["line"]) for f in raw.get("frames", [])]
+        entries.append(Entry(raw["collective_seq_id"], str(raw["process_group"][0]),
+                             raw["profiling_name"].split(":")[-1], raw.get("input_sizes"),
+                             raw.get("state", ""), bool(raw.get("retired")), frames))
+    return entries
+
+
+def read_recorder(pid: int) -> dict | None:
+    """Rank ``pid``'s flight recorder dump, with frames; the JSON one (no frames) when
+    the pickle handler is missing."""
+    raw = ask(pid, "fr_trace_pickle")
+    if raw is not None:
+        try:
+            return pickle.loads(raw)
+        except Exception:  # noqa: BLE001 (a dump cut short: treat it as none)
+            return None
+    raw = ask(pid, "fr_trace_json")
+    return json.loads(raw) if raw else None
+
+
+# --- the verdict --------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """What the diagnosis found. ``culprits``: the ranks behind or out of step;
+    ``collective``: the one the others wait in (``seq``: its number in the recorders);
+    ``waiting_line``: where the others called it; ``culprit_line``: the line of the
+    culprits' own code to look at; ``culprit_op``: the collective they called instead."""
+
+    found: str  # "behind", "out of step", "no recorder", "not hung"
+    culprits: list[int]
+    waiting: list[int]
+    collective: str | None
+    seq: int | None
+    waiting_line: str | None
+    culprit_line: str | None
+    culprit_op: str | None
+    text: str
+
+
+def ranks_text(ranks) -> str:
+    ranks = sorted(ranks)
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return f"ranks {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
+
+
+def first_disagreement(recorders: dict[int, list[Entry]], group: str = "0"):
+    """The first collective number at which the ranks' recorders differ, and what each rank
+    called there (None: nothing yet). Entries a full ring buffer dropped are skipped: the
+    comparison starts where every rank still has its entries."""
+    calls = {rank: {e.seq: e for e in entries if e.group == group}
+             for rank, entries in recorders.items()}
+    first = max((min(by_seq) for by_seq in calls.values() if by_seq), default=1)
+    last = max((max(by_seq) for by_seq in calls.values() if by_seq), default=0)
+    for seq in range(first, last + 1):
+        here = {rank: by_seq.get(seq) for rank, by_seq in calls.items()}
+        if len({(e.op, str(e.sizes)) if e else None for e in here.values()}) > 1:
+            return seq, here
+    return None, {}
+
+
+def where_is(who: str, process: Process) -> str:
+    """Where a rank is, as a clause about ``who``: its main thread's line, or the thread
+    that keeps it alive once the main thread has ended."""
+    main = process.main
+    frame = reader_frame(main.frames) if main else None
+    if frame:
+        return f"{who} is at {frame.where} ({frame.name}), {doing(main.frames)}"
+    others = [(t, reader_frame(t.frames)) for t in process.threads if t is not main]
+    alive = [(t, f) for t, f in others if f]
+    if main and any(f.name == "_shutdown" for f in main.frames) and alive:
+        thread, frame = alive[0]
+        return (f"{who}'s main thread has ended, and Python waits at exit for its thread "
+                f"'{thread.name}', at {frame.where} ({frame.name})")
+    return f"{who} is outside the program's own code"
+
+
+def doing(frames: list[Frame]) -> str:
+    """What a stack's reader line is waiting in: a collective, the library function it
+    called, or its own code (a C function such as time.sleep has no Python frame)."""
+    collective = collective_in(frames)
+    if collective:
+        return f"waiting in {collective}"
+    index = next(i for i, frame in enumerate(frames) if is_reader_code(frame.filename))
+    return f"in {frames[index - 1].name}" if index else "in its own code"
+
+
+def culprit_frame(process: Process) -> Frame | None:
+    main = process.main
+    frame = reader_frame(main.frames) if main else None
+    if frame or main is None:
+        return frame
+    alive = [reader_frame(t.frames) for t in process.threads if t is not main]
+    return next((f for f in alive if f), None)
+
+
+def read_hang(processes: dict[int, Process], recorders: dict[int, list[Entry] | None],
+              ) -> Verdict:
+    """Which ranks are behind or out of step, in which collective, at which line."""
+    if recorders and all(entries is not None for entries in recorders.values()):
+        seq, here = first_disagreement(recorders)
+        if seq is not None:
+            return from_recorders(seq, here, processes, recorders)
+    return from_stacks(processes)
+
+
+def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> Verdict:
+    missing = sorted(rank for rank, entry in here.items() if entry is None)
+    if missing:  # behind: the others started collective #seq, they did not
+        waiting = sorted(set(here) - set(missing))
+        entry = here[waiting[0]]
+        spots = {rank: culprit_frame(processes[rank]) for rank in missing
+                 if rank in processes}
+        where = "; ".join(where_is(ranks_text([r]), processes[r])
+                          for r in missing if r in processes)
+        culprit_line = next((f.where for f in spots.values() if f), None)
+        text = (f"{ranks_text(missing)} {'is' if len(missing) == 1 else 'are'} behind: "
+                f"{ranks_text(waiting)} wait in {entry.op} #{seq}"
+                f"{at(entry.line)}, which {ranks_text(missing)} never started; {where}")
+        return Verdict("behind", missing, waiting, entry.op, seq, where_of(entry.line),
+                       culprit_line, None, text)
+    calls = Counter(entry.op for entry in here.values())
+    top = max(calls.values())
+    tied = [op for op, count in calls.items() if count == top]
+    reference = here[min(rank for rank, e in here.items() if e.op in tied)].op
+    culprits = sorted(rank for rank, entry in here.items() if entry.op != reference)
+    waiting = sorted(set(here) - set(culprits))
+    theirs, mine = here[waiting[0]], here[culprits[0]]
+    text = (f"{ranks_text(culprits)} {'is' if len(culprits) == 1 else 'are'} out of step: "
+            f"{'its' if len(culprits) == 1 else 'their'} collective #{seq} is {mine.op}"
+            f"{at(mine.line)}, where {ranks_text(waiting)} called {reference}"
+            f"{at(theirs.line)}")
+    if len(tied) > 1:
+        text += f" (as many ranks each way: rank {min(here)}'s call is taken as the rule)"
+    stuck_in = {rank: collective_in(processes[rank].main.frames) for rank in culprits
+                if rank in processes and processes[rank].main}
+    later = {rank: (processes[rank].main and reader_frame(processes[rank].main.frames))
+             for rank in culprits if rank in processes}
+    moved = [r for r in culprits if later.get(r) and mine.line
+             and later[r].where != mine.line.where]
+    if moved and not mine.retired:
+        rank = moved[0]
+        text += (f"; nobody waits for that {mine.op}: {ranks_text([rank])} went on, and "
+                 f"now waits in {stuck_in.get(rank) or 'its code'} at {later[rank].where}")
+    counts = {rank: sum(e.op == reference for e in recorders[rank]) for rank in here}
+    mine_count, theirs_count = counts[culprits[0]], counts[waiting[0]]
+    if len({counts[r] for r in culprits}) == 1 and len({counts[r] for r in waiting}) == 1 \
+            and 0 < mine_count != theirs_count:
+        text += (f"; {ranks_text(culprits)} called {reference} {mine_count} times, "
+                 f"{ranks_text(waiting)} {theirs_count} times")
+    return Verdict("out of step", culprits, waiting, reference, seq, where_of(theirs.line),
+                   where_of(mine.line), mine.op, text)
+
+
+def at(frame: Frame | None) -> str:
+    return f" (called at {frame.where}, in {frame.name})" if frame else ""
+
+
+def where_of(frame: Frame | None) -> str | None:
+    return frame.where if frame else None
+
+
+def from_stacks(processes: dict[int, Process]) -> Verdict:
+    """Without every rank's recorder: the ranks not inside a collective are behind."""
+    inside = {rank: collective_in(p.main.frames) if p.main else None
+              for rank, p in processes.items()}
+    waiting = sorted(rank for rank, op in inside.items() if op)
+    behind = sorted(rank for rank, op in inside.items() if not op)
+    if waiting and behind:
+        op = Counter(inside[r] for r in waiting).most_common(1)[0][0]
+        line = reader_frame(processes[waiting[0]].main.frames)
+        spot = culprit_frame(processes[behind[0]])
+        where = "; ".join(where_is(ranks_text([r]), processes[r]) for r in behind)
+        text = (f"{ranks_text(behind)} {'is' if len(behind) == 1 else 'are'} behind: "
+                f"{ranks_text(waiting)} wait in {op}{at(line)}, and "
+                f"{ranks_text(behind)} {'is' if len(behind) == 1 else 'are'} in no "
+                f"collective; {where} (from the stacks alone: no flight recorder served)")
+        return Verdict("behind", behind, waiting, op, None, where_of(line),
+                       where_of(spot), None, text)
+    if waiting:
+        ops = {rank: inside[rank] for rank in waiting}
+        lines = "; ".join(f"rank {r} in {ops[r]} at "
+                          f"{where_of(reader_frame(processes[r].main.frames))}"
+                          for r in waiting)
+        text = (f"every rank waits in a collective ({lines}): without the flight "
+                f"recorders, the stacks cannot tell which rank is out of step")
+        return Verdict("no recorder", [], waiting, None, None, None, None, None, text)
+    return Verdict("not hung", [], [], None, None, None, None, None,
+                   "no rank waits in a collective: this does not look like a hung job")
+
+
+# --- the diagnosis ------------------------------------------------------------------------
+
+
+def job_processes(target: int) -> list:
+    """The target and everything it started, this process (and its parents) left out."""
+    import psutil
+
+    root = psutil.Process(target)
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    return [p for p in [root, *root.children(recursive=True)] if p.pid not in mine]
+
+
+def rank_stacks(target: int) -> dict[int, Process]:
+    """Every rank's stacks: the processes of the job that were started as a rank (by
+    RANK, by the rank the recorder they serve says, or by their functions' arguments)."""
+    import psutil
+
+    pids = []
+    for process in job_processes(target):
+        try:
+            if "python" in os.path.basename(process.exe()).lower():
+                pids.append(process.pid)
+        except (psutil.Error, OSError):
+            pass
+
+    def look(pid: int) -> Process | None:
+        process = dump_stacks(pid)
+        if process is not None:
+            served = read_recorder(pid) if process.rank is None else None
+            if served is not None and "rank" in served:
+                process.rank = served["rank"]
+        return process
+
+    with ThreadPoolExecutor(8) as pool:
+        found = [p for p in pool.map(look, pids) if p and p.rank is not None]
+    ranks: dict[int, Process] = {}
+    for process in found:  # torchrun's agent has no rank; a rank's own children inherit it
+        if process.rank not in ranks or process.pid < ranks[process.rank].pid:
+            ranks[process.rank] = process
+    return dict(sorted(ranks.items()))
+
+
+STARTING = ("init_process_group", "_find_and_load", "rendezvous", "_store_based_barrier")
+
+
+def settled(before: dict[int, Process], after: dict[int, Process], world_size) -> bool:
+    """Whether two looks at the ranks, a moment apart, found the same stacks, every rank
+    past its start-up: a job that hangs."""
+    if not after or set(before) != set(after):
+        return False
+    if world_size is not None and len(after) != world_size:
+        return False
+    for rank, process in after.items():
+        if signature(process) != signature(before[rank]):
+            return False
+        if any(f.name in STARTING for t in process.threads for f in t.frames):
+            return False
+    return True
+
+
+def signature(process: Process) -> list:
+    """The stacks that say whether a rank moves: its main thread's and those of threads
+    in the program's own code (the book's launcher watches its parent in a loop)."""
+    return sorted((t.name, [(f.name, f.line) for f in t.frames]) for t in process.threads
+                  if t.name == "MainThread" or reader_frame(t.frames))
+
+
+def wait_until_hung(target: int, deadline: float, world_size=None) -> dict[int, Process]:
+    """Look at the ranks until two looks half a second apart agree (or the deadline)."""
+    before = rank_stacks(target)
+    while True:
+        time.sleep(0.5)
+        after = rank_stacks(target)
+        if settled(before, after, world_size) or time.time() > deadline:
+            return after
+        before = after
+
+
+def diagnose(target: int, events: Events, world_size=None, wait: float = 30.0,
+             save_dumps: str | None = None, debug_server: bool = False) -> Verdict:
+    """Look at a hung job from outside and say which ranks are behind and where."""
+    began = time.time()
+    processes = wait_until_hung(target, began + wait, world_size)
+    hung = time.time()
+    if not processes:
+        say_main(f"no rank found under pid {target}: is it the job's main process, or "
+                 f"torchrun's agent?")
+        return Verdict("not hung", [], [], None, None, None, None, None, "no rank found")
+    dumps = {rank: read_recorder(p.pid) for rank, p in processes.items()}
+    recorders = {rank: recorder_entries(d) if d is not None else None
+                 for rank, d in dumps.items()}
+    verdict = read_hang(processes, recorders)
+    looked = time.time() - began
+    for rank, process in processes.items():
+        entries = recorders[rank]
+        if entries is None:
+            kept = "no flight recorder served"
+        elif not entries:
+            kept = "its recorder is empty"
+        else:
+            last = entries[-1]
+            kept = (f"recorder: {len(entries)} collectives, the last #{last.seq} "
+                    f"{last.op}, {'retired' if last.retired else 'not retired'}")
+        say_main(f"{where_is(f'rank {rank} (pid {process.pid})', process)}; {kept}")
+    say_main(f"verdict: {verdict.text}")
+    if save_dumps:
+        os.makedirs(save_dumps, exist_ok=True)
+        for rank, dump in dumps.items():
+            if dump is not None:
+                Path(save_dumps, f"rank_{rank}").write_bytes(pickle.dumps(dump))
+    events.emit("main", "diagnosis", t=began, t_end=time.time(), t_hung=hung,
+                seconds=looked, verdict=asdict(verdict),
+                ranks={rank: summary(processes[rank], recorders[rank])
+                       for rank in processes},
+                **(debug_server_answers(processes) if debug_server else {}))
+    return verdict
+
+
+def summary(process: Process, entries: list[Entry] | None) -> dict:
+    """What the events record of one rank: its pid, where it is, and its recorder."""
+    main = process.main
+    frame = reader_frame(main.frames) if main else None
+    return {
+        "pid": process.pid,
+        "where": where_is(f"rank {process.rank}", process),
+        "line": frame.where if frame else None,
+        "collective": collective_in(main.frames) if main else None,
+        "threads": [t.name for t in process.threads],
+        "recorder": None if entries is None else [
+            {"seq": e.seq, "op": e.op, "sizes": e.sizes, "state": e.state,
+             "retired": e.retired, "line": where_of(e.line)} for e in entries],
+    }
+
+
+def debug_server_answers(processes: dict[int, Process]) -> dict:
+    """What PyTorch's own debug handlers answer during the hang, rank by rank, and what
+    its flight-recorder page (the same code as fr_trace) makes of the JSON dumps."""
+    answers: dict = {"health": {}, "traceback": {}, "pyspy": {}}
+    dumps = {}
+    for rank, process in processes.items():
+        for key, handler in (("health", "c10d_health_check"),
+                             ("traceback", "dump_traceback"), ("pyspy", "pyspy_dump")):
+            raw = ask(process.pid, handler)
+            answers[key][rank] = None if raw is None else raw.decode(errors="replace")
+        raw = ask(process.pid, "fr_trace_json")
+        if raw:
+            dumps[rank] = json.loads(raw)
+    answers["trace_page"] = trace_page(dumps)
+    return {"debug_server": answers}
+
+
+def trace_page(dumps: dict[int, dict]) -> str:
+    """What the debug server's FlightRecorder page makes of these dumps: its own
+    ``_build_db``, as its handler calls it; the error's one line when it fails."""
+    try:
+        from torch.distributed.debug._debug_handlers import FlightRecorderHandler
+        from torch.distributed.debug._frontend import Response
+    except ImportError as error:
+        return f"not in this torch ({first_line(error)})"
+    addresses = [f"rank{rank}" for rank in sorted(dumps)]
+    responses = [Response(200, json.dumps(dumps[rank])) for rank in sorted(dumps)]
+    try:
+        FlightRecorderHandler._build_db(addresses, responses)
+    except (Exception, SystemExit) as error:  # noqa: BLE001 (reported, as the page does)
+        return f"{type(error).__name__}: {error}"
+    return "built"
+
+
+def stop_job(target: int) -> tuple[int, int]:
+    """Stop a job from outside: SIGTERM to its main process (or torchrun's agent), which
+    stops its ranks; a few seconds later SIGKILL whatever of it is left (a rank blocked
+    in C++ never runs a Python signal handler). Returns (processes, left alive)."""
+    import psutil
+
+    everything = job_processes(target)
+    alive = everything
+    for signalled, grace in ((everything[:1], 1.0), (everything, 2.0), (everything, 5.0)):
+        for process in signalled:
+            try:
+                process.kill() if grace == 5.0 else process.terminate()
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(alive, timeout=grace)
+        if not alive:
+            break
+    return len(everything), len(alive)
+
+
+# --- starting a job that hangs ------------------------------------------------------------
+
+
+def hang(job: Job, args, events: Events, diagnosed: bool) -> Verdict | None:
+    """Start the job's ranks and let them hang: until the deadline, until a second process
+    stops this one, or, with --diagnose, until this process has diagnosed them."""
+    import torch.multiprocessing as mp
+
+    say_main(f"{job.world_size} ranks, backend gloo: {args.demo}, rank {args.culprit} "
+             f"misbehaves")
+    server = mp.get_context("forkserver")
+    server.set_forkserver_preload(["torch", "torch.distributed", *PRELOAD])
+    ranks = mp.start_processes(imported_then_run,
+                               args=(PRELOAD, rank_main, (job, args), os.getpid()),
+                               nprocs=job.world_size, join=False, start_method="forkserver")
+    deadline = time.time() + job.timeout
+    try:
+        if diagnosed:
+            return diagnose(os.getpid(), events, job.world_size, wait=job.timeout / 2,
+                            save_dumps=args.save_dumps, debug_server=args.debug_server)
+        say_main(f"pid {os.getpid()}: the job hangs now, on purpose, for {job.timeout:g} "
+                 f"s. From a second terminal: python -m workers.hangs diagnose "
+                 f"{os.getpid()}")
+        while time.time() < deadline:
+            if not any(process.is_alive() for process in ranks.processes):
+                return None
+            time.sleep(0.2)
+        say_main(f"still hanging after {job.timeout:g} s: stopping every rank")
+        return None
+    finally:
+        stop_all(ranks)
+
+
+def stopped_from_outside(signum, frame) -> None:
+    """SIGTERM (a diagnosis, or a kill): stop the ranks on the way out."""
+    say_main("stopped from outside (SIGTERM): every rank stops")
+    raise SystemExit(143)
+
+
+def demo_kind(job: Job, args, events: Events) -> int:
+    signal.signal(signal.SIGTERM, stopped_from_outside)
+    verdict = hang(job, args, events, diagnosed=args.diagnose)
+    if verdict is not None:
+        say_main("every rank was stopped")
+        return 0 if verdict.culprits else 1
+    return 0
+
+
+def demo_every(job: Job, args, events: Events) -> int:
+    """Every kind in turn, each diagnosed by this process once it hangs, then stopped."""
+    signal.signal(signal.SIGTERM, stopped_from_outside)
+    found = 0
+    folder = args.save_dumps
+    for kind in KINDS:
+        args.demo = kind
+        args.save_dumps = folder and os.path.join(folder, kind)
+        began = time.time()
+        verdict = hang(job.on_fresh_port(), args, events, diagnosed=True)
+        events.emit("main", "kind done", kind=kind, t=began, t_end=time.time(),
+                    world_size=job.world_size, culprit=args.culprit)
+        found += bool(verdict and verdict.culprits)
+    say_main(f"{found} of {len(KINDS)} hangs diagnosed; every rank was stopped")
+    return 0 if found == len(KINDS) else 1
+
+
+def demo_diagnose(args, events: Events) -> int:
+    import psutil
+
+    try:
+        psutil.Process(args.pid)
+    except psutil.NoSuchProcess:
+        fail(f"no process {args.pid}")
+    verdict = diagnose(args.pid, events, wait=args.timeout, save_dumps=args.save_dumps,
+                       debug_server=args.debug_server)
+    if args.stop:
+        count, left = stop_job(args.pid)
+        say_main(f"stopped the job: {count} processes, {left} left")
+    return 0 if verdict.culprits else 1
+
+
+PROGRAM = "programs/hang.py"
+
+
+def demo_second_terminal(args, events: Events) -> int:
+    """Run the plain program, and do from here what a reader does from a second terminal
+    once it hangs: py-spy dump a rank, kill -USR1 every rank, then diagnose and stop it."""
+    env = {**os.environ, "MASTER_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo"}
+    env.pop("PYTHONUNBUFFERED", None)  # the program flushes its own lines
+    program = subprocess.Popen([sys.executable, args.program], env=env,
+                               stdin=subprocess.DEVNULL)
+    try:
+        processes = wait_until_hung(program.pid, time.time() + args.timeout, 2)
+        if len(processes) < 2:
+            say_main(f"the program did not hang within {args.timeout:g} s")
+            return 1
+        events.emit("main", "hung", pids={r: p.pid for r, p in processes.items()})
+        pid = processes[0].pid
+        say_main(f"$ py-spy dump --pid {pid}")
+        sys.stdout.flush()
+        subprocess.run([py_spy(), "dump", "--pid", str(pid)], timeout=30)
+        for process in processes.values():
+            say_main(f"$ kill -USR1 {process.pid}")
+            os.kill(process.pid, signal.SIGUSR1)
+            time.sleep(0.5)  # faulthandler writes from the rank's own signal handler
+        say_main(f"$ python -m workers.hangs diagnose {program.pid}")
+        sys.stdout.flush()
+        command = [sys.executable, "-m", "workers.hangs", "diagnose", str(program.pid)]
+        if args.events:
+            command += ["--events", args.events]
+        done = subprocess.run(command, timeout=90)
+        return done.returncode
+    except CannotLook as error:
+        fail(str(error))
+    finally:
+        if program.poll() is None:
+            program.kill()
+        program.wait(timeout=10)
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def command_line() -> Parser:
+    parser = Parser(prog="python -m workers.hangs", description=__doc__.split("\n\n")[0])
+    demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    for name, (_, text) in KINDS.items():
+        kind = demos.add_parser(name, help=text)
+        add_kind_options(kind)
+        kind.add_argument("--diagnose", action="store_true",
+                          help="once the job hangs, diagnose it from this process, then "
+                               "stop it")
+        add_common_options(kind, timeout=60)
+    every = demos.add_parser("every", help="every kind in turn, each diagnosed and stopped")
+    add_kind_options(every)
+    add_common_options(every, timeout=60)
+    diagnosis = demos.add_parser(
+        "diagnose", help="look at a running job: which ranks are behind, and where")
+    diagnosis.add_argument("pid", type=int,
+                           help="the job's main process, or torchrun's agent")
+    diagnosis.add_argument("--no-stop", dest="stop", action="store_false",
+                           help="leave the job running afterwards")
+    add_dump_options(diagnosis)
+    add_common_options(diagnosis, timeout=30)
+    second = demos.add_parser("second-terminal",
+                              help=f"run {PROGRAM} and look at it from outside")
+    second.add_argument("--program", default=PROGRAM, metavar="PATH",
+                        help=f"the program to run (default {PROGRAM})")
+    add_common_options(second, timeout=60)
+    return parser
+
+
+def add_kind_options(parser) -> None:
+    parser.add_argument("--world-size", type=int, default=3,
+                        help="ranks to start (default 3; under torchrun: its WORLD_SIZE)")
+    parser.add_argument("--culprit", type=int, metavar="RANK",
+                        help="the rank that misbehaves (default: the last)")
+    add_dump_options(parser)
+
+
+def add_dump_options(parser) -> None:
+    parser.add_argument("--save-dumps", metavar="FOLDER",
+                        help="write each rank's flight recorder to FOLDER/rank_<r>")
+    parser.add_argument("--debug-server", action="store_true",
+                        help="also ask each rank's debug handlers (health, tracebacks)")
+
+
+def main(argv=None) -> int:
+    parser = command_line()
+    args = parser.parse_args(argv)
+    events = open_events(args.events)
+    try:
+        if args.demo == "diagnose":
+            return demo_diagnose(args, events)
+        if args.demo == "second-terminal":
+            return demo_second_terminal(args, events)
+        args.backend = "gloo"
+        job = job_from_args(parser, args)
+        args.culprit = job.world_size - 1 if args.culprit is None else args.culprit
+        if not 0 <= args.culprit < job.world_size:
+            parser.error(f"--culprit must be a rank of the job, 0 to {job.world_size - 1}")
+        if job.started_as_rank:  # torchrun started this process as one rank
+            import_modules(PRELOAD)
+            rank_main(int(os.environ["RANK"]), job, args)
+            return 0
+        if args.demo == "every":
+            return demo_every(job, args, events)
+        return demo_kind(job, args, events)
+    except CannotLook as error:
+        fail(str(error))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
