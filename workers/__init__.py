@@ -34,11 +34,14 @@ PRELOADS = {
     "tensor_parallel": ("torch.distributed.tensor", "torch.distributed.tensor.parallel",
                         "torch.distributed.tensor.debug"),
     "pipelines": ("torch.distributed.pipelining",),
+    "hangs": ("torch._dynamo",),  # a flight recorder's first dump with frames imports it
 }
 
 
 # Demos that start no ranks: the process plays one rank itself (the fake backend).
 IN_ONE_PROCESS = {("tensor_parallel", "at-scale")}
+# ... or looks at ranks that another process started
+IN_ONE_PROCESS |= {("hangs", "diagnose"), ("hangs", "second-terminal")}
 
 
 def _started_chapter() -> str | None:
