@@ -34,6 +34,7 @@ from workers.ranks import (
     first_line,
     launch,
     open_events,
+    physical_cores,
     positive_float,
     positive_int,
     say,
@@ -104,7 +105,7 @@ def hogwild_training(args, events: Events) -> int:
     """One process against ``--processes`` Hogwild processes, the same number of updates in
     all (``--steps`` per Hogwild process), each with its share of the cores."""
     (images, labels), (test_images, test_labels) = shared_mnist(args.data_root)
-    cores = len(os.sched_getaffinity(0))  # the cores this process may use
+    cores = physical_cores()  # the cores this process may use, hyper-threads counted once
     updates = args.steps * args.processes
     say_main(f"{updates} updates of {args.batch_size} images, by 1 process and by "
              f"{args.processes} Hogwild processes, {args.repeats} time(s) each")
@@ -367,7 +368,7 @@ def thread_settings(processes: int, cores: int) -> list[tuple[str, int | None]]:
 
 def grid(args, events: Events) -> int:
     (images, labels), _ = shared_mnist(args.data_root)
-    cores = len(os.sched_getaffinity(0))  # the cores this process may use
+    cores = physical_cores()  # the cores this process may use, hyper-threads counted once
     default = torch.get_num_threads()
     say_main(f"{cores} cores; PyTorch's default here is {default} threads per process")
     for repeat in range(args.repeats):  # the repeats interleaved, so a slow spell of the
@@ -403,10 +404,10 @@ def grid(args, events: Events) -> int:
 def threads_report(events: Events) -> int:
     rank = int(os.environ.get("RANK", 0))
     omp = os.environ.get("OMP_NUM_THREADS")
-    events.emit(rank, "threads", omp_num_threads=omp, threads=torch.get_num_threads(),
-                cores=os.cpu_count())
-    say(rank, f"OMP_NUM_THREADS={omp or '(not set)'}, "
-              f"torch.get_num_threads()={torch.get_num_threads()}, cores={os.cpu_count()}")
+    threads, cores = torch.get_num_threads(), physical_cores()
+    events.emit(rank, "threads", omp_num_threads=omp, threads=threads, cores=cores)
+    say(rank, f"OMP_NUM_THREADS={omp or '(not set)'}, torch.get_num_threads()={threads}, "
+              f"cores={cores}")
     return 0
 
 

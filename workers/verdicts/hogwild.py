@@ -1,0 +1,157 @@
+"""What the Hogwild page says about its timings, accuracies and throughputs: each depends on
+the machine (its cores, what else runs on it), so every comparison is worded here, one
+sentence per outcome."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+
+
+@verdict(
+    faster=dict(one=[0.61, 0.64, 0.66], hog=[0.40, 0.42, 0.45]),
+    slower=dict(one=[0.40, 0.42, 0.45], hog=[0.61, 0.64, 0.66]),
+    inside=dict(one=[0.41, 0.44, 0.50], hog=[0.40, 0.46, 0.52]),
+)
+def hogwild_speed(one: Sequence[float], hog: Sequence[float]) -> Verdict:
+    """Seconds for the same number of updates: one process against the Hogwild processes,
+    every repeat of each."""
+    where = order(hog, one)
+    if where == "lower":
+        return Verdict("faster", f"Hogwild was faster, {min(one) / max(hog):.1f} to "
+                                 f"{max(one) / min(hog):.1f} times, beyond the spread of "
+                                 "the repeats")
+    if where == "higher":
+        return Verdict("slower", f"Hogwild was slower, {min(hog) / max(one):.1f} to "
+                                 f"{max(hog) / min(one):.1f} times as long, beyond the "
+                                 "spread of the repeats")
+    return Verdict("inside", f"Hogwild was no faster: the repeats overlap, {NOISE}")
+
+
+@verdict(
+    overlap=dict(one=[91.8, 92.1, 92.4], hog=[91.5, 92.0, 92.6]),
+    lower=dict(one=[92.1, 92.3, 92.4], hog=[88.9, 89.6, 90.4]),
+    higher=dict(one=[88.9, 89.6, 90.4], hog=[92.1, 92.3, 92.4]),
+)
+def hogwild_accuracy(one: Sequence[float], hog: Sequence[float]) -> Verdict:
+    """Test accuracy (%) after the same number of updates: one process against Hogwild."""
+    where = order(hog, one)
+    if where == "lower":
+        return Verdict("lower", "Hogwild's lower, beyond the spread. Stale updates are one "
+                                "cause; each process's own batch order and momentum are "
+                                "others, which this run does not separate")
+    if where == "higher":
+        return Verdict("higher", "Hogwild's higher, beyond the spread: its processes draw "
+                                 "their own batches and keep their own momentum, and this "
+                                 "run does not say which helped")
+    return Verdict("overlap", "the ranges overlap: the updates that overwrote each other "
+                              "cost nothing measurable here")
+
+
+@verdict(
+    more=dict(queue="Queue", new=[310.0, 330.0, 350.0], reused=[900.0, 950.0, 990.0]),
+    fewer=dict(queue="SimpleQueue", new=[900.0, 950.0, 990.0],
+               reused=[310.0, 330.0, 350.0]),
+    inside=dict(queue="Queue", new=[310.0, 330.0, 350.0], reused=[320.0, 340.0, 360.0]),
+)
+def queue_reuse(queue: str, new: Sequence[float], reused: Sequence[float]) -> Verdict:
+    """Tensors per second through one kind of queue: a new tensor each time against buffers
+    sent back and reused, every repeat of each."""
+    where = order(reused, new)
+    if where == "higher":
+        times = ratio(statistics.median(reused), statistics.median(new))
+        return Verdict("more", f"through a {queue}, reusing buffers moved {times} as many "
+                               "tensors per second, beyond the spread of the repeats")
+    if where == "lower":
+        return Verdict("fewer", f"through a {queue}, reusing buffers moved fewer tensors "
+                                "per second, beyond the spread of the repeats")
+    return Verdict("inside", f"through a {queue} the two patterns' repeats overlap, "
+                             f"{NOISE}")
+
+
+def _rates(rates: Sequence[float]) -> str:
+    return f"{statistics.median(rates):,.0f} ({min(rates):,.0f} to {max(rates):,.0f})"
+
+
+_GRID = dict(processes=4, cores=2, default_threads=2, rule=1)
+
+
+@verdict(
+    same=dict(processes=4, cores=2, default_threads=1, rule=1, rule_rates=[900.0, 950.0],
+              default_rates=[900.0, 950.0], busy_default=1.9, busy_rule=1.9,
+              switch_ratio=1.0),
+    spare=dict(processes=4, cores=16, default_threads=1, rule=4,
+               rule_rates=[5100.0, 5200.0, 5300.0], default_rates=[2000.0, 2100.0, 2200.0],
+               busy_default=3.9, busy_rule=14.8, switch_ratio=0.9),
+    faster_kept_many=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
+                          default_rates=[300.0, 320.0, 350.0], busy_default=1.95,
+                          busy_rule=1.90, switch_ratio=6.3),
+    faster_kept_few=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
+                         default_rates=[300.0, 320.0, 350.0], busy_default=1.95,
+                         busy_rule=1.90, switch_ratio=1.2),
+    faster_short_many=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
+                           default_rates=[300.0, 320.0, 350.0], busy_default=1.1,
+                           busy_rule=1.90, switch_ratio=6.3),
+    faster_short_few=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
+                          default_rates=[300.0, 320.0, 350.0], busy_default=1.1,
+                          busy_rule=1.90, switch_ratio=0.8),
+    inside=dict(processes=4, cores=16, default_threads=16, rule=4,
+                rule_rates=[9000.0, 9500.0, 9900.0], default_rates=[8900.0, 9400.0, 9800.0],
+                busy_default=15.5, busy_rule=15.0, switch_ratio=2.0),
+    slower=dict(processes=4, cores=16, default_threads=16, rule=4,
+                rule_rates=[8000.0, 8100.0, 8200.0], default_rates=[9000.0, 9100.0, 9200.0],
+                busy_default=15.5, busy_rule=15.0, switch_ratio=2.0),
+)
+def oversubscription(processes: int, cores: int, default_threads: int, rule: int,
+                     rule_rates: Sequence[float], default_rates: Sequence[float],
+                     busy_default: float, busy_rule: float, switch_ratio: float) -> Verdict:
+    """``processes`` processes with PyTorch's default threads against the rule's
+    max(1, cores // processes): images per second in every repeat of each, the medians of
+    CPU time over wall time (cores kept busy), and how many times as many context switches
+    per second the default's runs had. A clause after "against the rule:", no final stop."""
+    if default_threads == rule:
+        threads = "1 thread" if rule == 1 else f"{rule} threads"
+        return Verdict("same", f"no difference: PyTorch's default here is already the "
+                               f"rule's {threads} per process")
+    if processes * default_threads <= cores:
+        return Verdict("spare", f"no oversubscription to remove: the default puts "
+                                f"{processes} x {default_threads} threads on {cores} "
+                                f"cores, and the rule's {rule} threads per process gave "
+                                f"{_rates(rule_rates)} images/s against the default's "
+                                f"{_rates(default_rates)}")
+    where = order(rule_rates, default_rates)
+    if where == "inside":
+        return Verdict("inside", "the rule's throughput overlaps the default's in the "
+                                 f"repeats, {NOISE}: this run shows no cost of "
+                                 "oversubscription")
+    if where == "lower":
+        return Verdict("slower", "the rule gave less throughput than PyTorch's default, "
+                                 "beyond the spread of the repeats: this run shows no cost "
+                                 "of oversubscription")
+    gain = ratio(statistics.median(rule_rates), statistics.median(default_rates))
+    if busy_default >= 0.8 * busy_rule:
+        cpu, cpu_outcome = (f"did not lack CPU time: they kept {busy_default:.2f} cores "
+                            f"busy against {busy_rule:.2f} with the rule. Their threads "
+                            "spent their time"), "kept"
+    else:
+        cpu, cpu_outcome = (f"kept fewer cores busy ({busy_default:.2f} against "
+                            f"{busy_rule:.2f} with the rule): part of the loss was time "
+                            "their threads did not run at all. When they ran, they spent "
+                            "much of it"), "short"
+    if switch_ratio > 1.5:
+        switched, switch_outcome = ("and being switched in and out: the switches/s tab "
+                                    f"counts {switch_ratio:.1f} times as many context "
+                                    "switches per second as with the rule"), "many"
+    else:
+        switched, switch_outcome = ("while the context switches per second (the last tab: "
+                                    f"{switch_ratio:.1f} times those with the rule) do not "
+                                    "show it: a spinning thread keeps its core until the "
+                                    "scheduler's time slice ends"), "few"
+    return Verdict(f"faster_{cpu_outcome}_{switch_outcome}",
+                   f"the rule gave {gain} the throughput of PyTorch's default, beyond the "
+                   "spread of the repeats. The figure's CPU/wall tab, CPU time over wall "
+                   "time (the dashed line is every core busy), shows that the "
+                   f"oversubscribed runs {cpu} waiting for each other instead of computing "
+                   f"(OpenMP threads spin before they sleep), {switched}")
