@@ -304,13 +304,15 @@ ACCUMULATION = ["all-reduce every micro-batch", "no_sync()", "one batch k times 
 
 def no_sync(rank: int, args, device, events: Events) -> None:
     """For each K of --micro-batches: K micro-batches per step, with and without no_sync(),
-    against one batch K times larger."""
+    against one batch K times larger (in --dtype: float64 makes rounding too small to flip
+    a ReLU, so the three end equal to the last few bits on any machine)."""
+    dtype = getattr(torch, args.dtype)
     for k in args.micro_batches:
-        micro_batches = [batch_for(rank, i, args, device) for i in range(k)]
+        micro_batches = [batch_for(rank, i, args, device).to(dtype) for i in range(k)]
         weights = {}
         for name in ACCUMULATION:
             torch.manual_seed(0)
-            ddp = wrap(Tower(args.width, args.depth).to(device), device)
+            ddp = wrap(Tower(args.width, args.depth).to(device, dtype), device)
             state = {"all-reduces": 0, "forwards": 0, "per micro-batch": []}
             ddp.register_comm_hook(state, counting_hook)
             count_forwards(ddp.module, state)
@@ -511,11 +513,13 @@ def synced_statistics(inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def batch_norm(rank: int, args, device, events: Events) -> None:
-    """Each rank's batch statistics, its own and synchronised, and SyncBatchNorm itself."""
+    """Each rank's batch statistics, its own and synchronised, and SyncBatchNorm itself.
+    The statistics are compared in float64: two orders of summation agree to ~1e-14."""
     inputs = batch_for(rank, 0, args, device)[:, :4] + rank  # rank r's data centred on r
-    mean, variance = synced_statistics(inputs)
-    everyone = [torch.empty_like(inputs) for _ in range(dist.get_world_size())]
-    dist.all_gather(everyone, inputs)
+    exact = inputs.double()
+    mean, variance = synced_statistics(exact)
+    everyone = [torch.empty_like(exact) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, exact)
     whole = torch.cat(everyone)  # the global batch, to check against
     events.emit(rank, "batch statistics", own_mean=inputs.mean(dim=0).tolist(),
                 synced_mean=mean.tolist(), whole_batch_mean=whole.mean(dim=0).tolist(),
@@ -667,6 +671,9 @@ def command_line() -> Parser:
     accumulation.add_argument("--micro-batches", type=positive_int, nargs="+", default=[4],
                               metavar="K", help="micro-batches per optimizer step, one or "
                                                 "more values (default 4)")
+    accumulation.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                              help="of the tower and its inputs; float64 makes the weights "
+                                   "agree to rounding on any machine (default float32)")
     hooks.add_argument("--epochs", type=positive_int, default=1,
                        help="epochs on the MNIST training images per hook (default 1)")
     hooks.add_argument("--batch-size", type=positive_int, default=64,

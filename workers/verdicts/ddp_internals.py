@@ -1,0 +1,148 @@
+"""What the Inside DDP page says about what its runs measured: the time per step for each
+bucket cap, how much overlap hid for small and large messages and why, and how PowerSGD's
+accuracy stood against the default's. Times in seconds, shares as fractions."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+
+
+def cap_name(cap: str | int) -> str:
+    return "the unset default" if cap == "default" else f"cap {cap}"
+
+
+@verdict(
+    apart=dict(caps=["default", 1, 4, 25],
+               seconds=[[0.020, 0.021], [0.035, 0.036], [0.025, 0.027], [0.016, 0.017]]),
+    inside=dict(caps=["default", 1, 4, 25],
+                seconds=[[0.020, 0.030], [0.022, 0.031], [0.019, 0.028], [0.021, 0.029]]),
+    one=dict(caps=[25], seconds=[[0.016, 0.017]]),
+)
+def cap_times(caps: Sequence[str | int], seconds: Sequence[Sequence[float]]) -> Verdict:
+    """The fastest and the slowest bucket cap by median time per step, and whether their
+    ranges are apart (``seconds``: each cap's timed steps, in the order of ``caps``)."""
+    if len(caps) < 2:
+        return Verdict("one", f"only {cap_name(caps[0])} was timed")
+    medians = [statistics.median(times) for times in seconds]
+    fast = min(range(len(caps)), key=medians.__getitem__)
+    slow = max(range(len(caps)), key=medians.__getitem__)
+    if order(seconds[fast], seconds[slow]) == "lower":
+        return Verdict("apart", f"the slowest median, {cap_name(caps[slow])}'s, was "
+                                f"{ratio(medians[slow], medians[fast])} the fastest, "
+                                f"{cap_name(caps[fast])}'s, beyond their spreads")
+    return Verdict("inside", f"the fastest median ({cap_name(caps[fast])}) and the slowest "
+                             f"({cap_name(caps[slow])}) have overlapping ranges, {NOISE}")
+
+
+@verdict(
+    small=dict(small=[0.60, 0.70, 0.80], large=[0.10, 0.20, 0.30]),
+    large=dict(small=[0.10, 0.20, 0.30], large=[0.60, 0.70, 0.80]),
+    inside=dict(small=[0.20, 0.50, 0.80], large=[0.01, 0.30, 0.64]),
+)
+def hid_compared(small: Sequence[float], large: Sequence[float]) -> Verdict:
+    """Which size of message overlap hid more of, from each trial's share hidden."""
+    where = order(large, small)
+    if where == "lower":
+        return Verdict("small", "Small messages hid more than large ones in every trial.")
+    if where == "higher":
+        return Verdict("large", "Large messages hid more than small ones in every trial.")
+    return Verdict("inside", f"The two ranges overlap: small and large messages hid alike, "
+                             f"{NOISE}.")
+
+
+@verdict(
+    large_busier=dict(small=[0.30, 0.40], large=[0.80, 0.90]),
+    small_busier=dict(small=[0.80, 0.90], large=[0.30, 0.40]),
+    inside=dict(small=[0.31, 0.81], large=[0.33, 0.54]),
+)
+def cpu_reading(small: Sequence[float], large: Sequence[float]) -> Verdict:
+    """How busy an all-reduce alone kept its process (CPU time over wall time, each trial),
+    for the small messages and the large."""
+    said = (f"An all-reduce alone kept {min(small):.2f}-{max(small):.2f} of a core busy "
+            f"for the small messages, {min(large):.2f}-{max(large):.2f} for the large: ")
+    where = order(small, large)
+    if where == "lower":
+        return Verdict("large_busier", said + "busier in every trial, and a core the "
+                                              "backend's thread uses is one the "
+                                              "computation cannot.")
+    if where == "higher":
+        return Verdict("small_busier", said + "busier for the small ones in every "
+                                              "trial.")
+    return Verdict("inside", said + f"the ranges overlap, {NOISE}.")
+
+
+@verdict(
+    lower=dict(blocking=[0.050, 0.052, 0.055], overlapped=[0.040, 0.041, 0.043]),
+    higher=dict(blocking=[0.040, 0.041, 0.043], overlapped=[0.050, 0.052, 0.055]),
+    inside=dict(blocking=[0.040, 0.045, 0.050], overlapped=[0.042, 0.044, 0.048]),
+)
+def overlap_result(blocking: Sequence[float], overlapped: Sequence[float]) -> Verdict:
+    """Whether overlapped steps took less time than blocking ones, every trial of each."""
+    where = order(overlapped, blocking)
+    if where == "lower":
+        return Verdict("lower", "overlapped steps were all faster than blocking ones")
+    if where == "higher":
+        return Verdict("higher", "overlapped steps were all slower than blocking ones")
+    return Verdict("inside", f"blocking and overlapped steps overlap, {NOISE}")
+
+
+@verdict(
+    full_small=dict(cores=2, ranks=2, small=[0.6, 0.7], large=[0.1, 0.2]),
+    full_large=dict(cores=2, ranks=2, small=[0.1, 0.2], large=[0.6, 0.7]),
+    full_inside=dict(cores=2, ranks=2, small=[0.2, 0.8], large=[0.0, 0.6]),
+    free_small=dict(cores=16, ranks=2, small=[0.6, 0.7], large=[0.1, 0.2]),
+    free_large=dict(cores=16, ranks=2, small=[0.1, 0.2], large=[0.6, 0.7]),
+    free_inside=dict(cores=16, ranks=2, small=[0.2, 0.8], large=[0.0, 0.6]),
+)
+def cores_for_copying(cores: int, ranks: int, small: Sequence[float],
+                      large: Sequence[float]) -> Verdict:
+    """Whether the ranks' compute threads (one each) left cores to gloo's copying, and how
+    that stands with which size of message hid more (each trial's share hidden)."""
+    hid = {"lower": "small", "higher": "large", "inside": "inside"}[order(large, small)]
+    if cores <= ranks:
+        all_cores = {1: "this build's one core", 2: "both of this build's cores"}.get(
+            cores, f"all {cores} of this build's cores")
+        said = (f"With a compute thread each, the {ranks} ranks filled {all_cores}: gloo's "
+                "copying took time from computation")
+        ending = {"small": "; large messages, which copy more, hid less.",
+                  "large": ", yet large messages hid more.", "inside": "."}[hid]
+        return Verdict(f"full_{hid}", said + ending)
+    said = (f"With a compute thread each, the {ranks} ranks left {cores - ranks} of this "
+            f"build's {cores} cores to gloo's copying")
+    ending = {"small": "; small messages, which mostly wait, still hid more.",
+              "large": ", and large messages hid more.", "inside": "."}[hid]
+    return Verdict(f"free_{hid}", said + ending)
+
+
+@verdict(
+    all_behind=dict(default_accuracy=0.95, ranks=[1, 4], accuracies=[0.90, 0.92]),
+    some_behind=dict(default_accuracy=0.95, ranks=[1, 4], accuracies=[0.90, 0.945]),
+    none_behind=dict(default_accuracy=0.95, ranks=[1, 4], accuracies=[0.94, 0.96]),
+)
+def powersgd(default_accuracy: float, ranks: Sequence[int],
+             accuracies: Sequence[float]) -> Verdict:
+    """Which of PowerSGD's approximation ranks ended more than 2 points of test accuracy
+    behind the default hook, after the same training."""
+    behind = [r for r, a in zip(ranks, accuracies) if a < default_accuracy - 0.02]
+    if ranks and behind == list(ranks):
+        return Verdict("all_behind", "every rank tried ended more than 2 points behind the "
+                                     "default after one epoch: it learns more slowly per "
+                                     "step, which the bytes saved must pay for")
+    if behind:
+        rest = [r for r in ranks if r not in behind]
+        return Verdict("some_behind", f"PowerSGD with {listed(behind)} ended more than 2 "
+                                      "points behind the default after one epoch, with "
+                                      f"{listed(rest)} it did not")
+    return Verdict("none_behind", "no rank tried ended more than 2 points behind the "
+                                  "default after one epoch")
+
+
+def listed(ranks: Sequence[int]) -> str:
+    """``rank 1`` or ``ranks 1 and 4``."""
+    names = [str(r) for r in ranks]
+    if len(names) == 1:
+        return f"rank {names[0]}"
+    return f"ranks {', '.join(names[:-1])} and {names[-1]}"
