@@ -124,6 +124,34 @@ def test_ring_by_hand_equals_all_reduce(n):
     assert len(timings) == 2 * n and all(len(e["seconds"]) == 1 for e in timings)
 
 
+def test_the_bandwidth_demo_measures_gloos_limits_beside_it():
+    """The copy on every rank at once and the plain TCP stream from rank 0 to rank 1, in the
+    same run as gloo's all_reduce: every field there, every trial timed, the rates sane."""
+    sizes, trials = [1024, 65536], 2
+    result = quiet_run("workers.collectives", "bandwidth", "--world-size", "3", "--backend",
+                       "gloo", "--sizes", *map(str, sizes), "--warmup", "1", "--trials",
+                       str(trials))
+    assert result.backends == ["gloo"]
+    gloo = result.events_named("bandwidth")
+    assert sorted((e["rank"], e["size"]) for e in gloo) == [(r, s) for r in range(3)
+                                                             for s in sizes]
+    copies = by_rank(result, "copy")
+    assert sorted(copies) == [0, 1, 2]  # every rank copied, at the same time
+    for e in copies.values():
+        assert {"size", "seconds", "world_size", "threads", "device"} <= set(e), e
+        assert (e["size"], e["world_size"], e["threads"], e["device"]) == (max(sizes), 3, 1,
+                                                                            "cpu")
+        assert len(e["seconds"]) == 10
+    streams = result.events_named("tcp")
+    assert sorted((e["rank"], e["size"]) for e in streams) == [(r, s) for r in (0, 1)
+                                                                for s in sizes]
+    for e in [*copies.values(), *streams]:
+        assert all(0 < seconds < 10 for seconds in e["seconds"]), e
+        rates = [e["size"] / seconds for seconds in e["seconds"]]
+        assert all(1e4 < rate < 1e13 for rate in rates), e  # 10 kB/s to 10 TB/s: sane
+    assert all(len(e["seconds"]) == trials for e in [*gloo, *streams])
+
+
 @pytest.mark.parametrize(
     "demo, options",
     [

@@ -15,6 +15,7 @@ does not support is recorded with its error, not a crash.
 from __future__ import annotations
 
 import os
+import socket
 import statistics
 import sys
 import time
@@ -294,7 +295,14 @@ def ring(rank: int, world_size: int, device, events: Events, numel: int, trials:
     dist.all_reduce(library)
     difference = (by_hand - library).abs().max().item()
     say(rank, f"ring by hand vs dist.all_reduce: largest difference {difference:.2e}")
-    equal = torch.allclose(by_hand, library, rtol=1e-5, atol=1e-5)
+    # Any two orders of summing n float32 values differ by at most (n-1)·eps times the sum
+    # of their magnitudes (each is within (n-1)·eps/2 of it): a bound that holds on any
+    # machine, where a fixed tolerance holds only for the data it was tried on. Twice it,
+    # for the rounding of the magnitudes' own sum.
+    magnitude = data.abs()
+    dist.all_reduce(magnitude)
+    bound = 2 * (world_size - 1) * torch.finfo(torch.float32).eps * magnitude
+    equal = bool(((by_hand - library).abs() <= bound).all())
     events.emit(rank, "ring check", difference=difference, numel=numel, equal=equal)
     implementations = [("ring by hand", lambda t: ring_all_reduce(t, rank, world_size)),
                        ("dist.all_reduce", dist.all_reduce)]
@@ -318,7 +326,7 @@ DEFAULT_SIZES = [1 << k for k in range(10, 25, 2)]  # 1 KiB, 4 KiB, ..., 16 MiB
 
 
 def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
-    """all_reduce bandwidth per message size, and the memory-copy bandwidth beside it."""
+    """all_reduce bandwidth per message size, each trial after a barrier."""
     n = world_size
     for size in sizes:
         t = torch.ones(size // 4, dtype=torch.float32, device=device)
@@ -339,21 +347,85 @@ def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
                       f"algbw {algbw / 1e9:6.2f} GB/s  busbw {busbw / 1e9:6.2f} GB/s")
         events.emit(rank, "bandwidth", size=size, seconds=seconds, algbw=algbw, busbw=busbw,
                     world_size=n)
-    if rank == 0:  # one rank alone, so the copy has the memory to itself
-        src = torch.ones(max(sizes) // 4, device=device)
-        dst = torch.empty_like(src)
-        seconds = []
-        for _ in range(warmup + 10):
+
+
+# --- the limits beside it: a memory copy, and a plain socket ------------------------------
+
+
+def copy_at_once(rank, world_size, device, events, size, warmup, trials=10) -> None:
+    """Every rank copies ``size`` bytes at the same time, on one thread each (on a GPU: its
+    own GPU), each trial after a barrier: the memory bandwidth a rank gets while all do."""
+    src = torch.ones(size // 4, device=device)
+    dst = torch.empty_like(src)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread per rank, however many cores the machine has
+    seconds = []
+    try:
+        for trial in range(warmup + trials):
+            dist.barrier()
             synchronize(device)
             begin = time.perf_counter()
             dst.copy_(src)
             synchronize(device)
-            seconds.append(time.perf_counter() - begin)
-        # the fastest of ten copies: what the memory can do, when this rank had a core
-        copy_bw = max(sizes) / min(seconds[warmup:])
-        say(rank, f"memory copy of {max(sizes)} B: {copy_bw / 1e9:.2f} GB/s")
-        events.emit(rank, "memcpy", size=max(sizes), bandwidth=copy_bw, device=str(device))
-    dist.barrier()
+            if trial >= warmup:
+                seconds.append(time.perf_counter() - begin)
+    finally:
+        torch.set_num_threads(threads)
+    if rank == 0:
+        say(rank, f"memory copy of {size} B on every rank at once, one thread each: "
+                  f"{size / statistics.median(seconds) / 1e9:.2f} GB/s per rank (median)")
+    events.emit(rank, "copy", size=size, seconds=seconds, world_size=world_size, threads=1,
+                device=str(device))
+
+
+def tcp_stream(rank, events, sizes, warmup, trials) -> None:
+    """A raw TCP stream over loopback from rank 0 to rank 1, on plain sockets: ``sendall``
+    and ``recv_into`` of each message size, each trial timed from a barrier until rank 1
+    has every byte and rank 0 its one-byte reply. The other ranks wait at the barriers."""
+    listener = socket.create_server(("127.0.0.1", 0)) if rank == 0 else None
+    port = [listener.getsockname()[1] if listener else None]
+    dist.broadcast_object_list(port, src=0)
+    connection = None
+    if rank == 0:
+        connection, _ = listener.accept()
+        listener.close()
+    elif rank == 1:
+        connection = socket.create_connection(("127.0.0.1", port[0]))
+    if connection is not None:
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as gloo does
+    try:
+        for size in sizes:
+            buffer = memoryview(bytearray(size))
+            seconds = []
+            for trial in range(warmup + trials):
+                dist.barrier()
+                begin = time.perf_counter()
+                if rank == 0:
+                    connection.sendall(buffer)
+                    receive(connection, buffer[:1])  # rank 1 has it all
+                elif rank == 1:
+                    receive(connection, buffer)
+                    connection.sendall(buffer[:1])
+                if trial >= warmup:
+                    seconds.append(time.perf_counter() - begin)
+            if rank in (0, 1):
+                events.emit(rank, "tcp", size=size, seconds=seconds)
+            if rank == 0:
+                say(rank, f"{size:>9} B over a plain socket: "
+                          f"{size / statistics.median(seconds) / 1e9:6.2f} GB/s (median)")
+    finally:
+        if connection is not None:
+            connection.close()
+
+
+def receive(connection: socket.socket, buffer: memoryview) -> None:
+    """Fill ``buffer`` from the socket: ``recv_into`` returns whatever has arrived."""
+    received = 0
+    while received < len(buffer):
+        got = connection.recv_into(buffer[received:])
+        if not got:
+            raise ConnectionError("the other rank closed the stream")
+        received += got
 
 
 # --- one rank, from start to finish -------------------------------------------------------
@@ -371,6 +443,9 @@ def rank_main(rank: int, job: Job, args) -> None:
         else:
             bandwidth(rank, job.world_size, device, events, args.sizes, args.warmup,
                       args.trials)
+            copy_at_once(rank, job.world_size, device, events, max(args.sizes), args.warmup)
+            if job.backend == "gloo":  # the wire gloo uses on one machine
+                tcp_stream(rank, events, args.sizes, args.warmup, args.trials)
 
 
 def command_line() -> Parser:

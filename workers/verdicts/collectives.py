@@ -1,0 +1,117 @@
+"""What the collectives page says about its timings and bandwidths, for every outcome."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+
+
+@verdict(
+    slower=dict(by_hand=[40.0, 42.0, 45.0], library=[20.0, 22.0, 25.0]),
+    slower_inside=dict(by_hand=[20.0, 30.0, 33.0], library=[18.0, 25.0, 31.0]),
+    not_slower_inside=dict(by_hand=[18.0, 24.0, 31.0], library=[20.0, 26.0, 33.0]),
+    faster=dict(by_hand=[10.0, 11.0, 12.0], library=[20.0, 22.0, 25.0]),
+)
+def ring_against_library(by_hand: Sequence[float], library: Sequence[float]) -> Verdict:
+    """The ring by hand against ``dist.all_reduce``: every trial's time of each (any unit),
+    each timed by its slowest rank. A clause after "the ring by hand was"."""
+    where = order(by_hand, library)
+    if where == "higher":
+        return Verdict("slower", "slower in every trial: its fastest trial took longer "
+                                 "than the library's slowest")
+    if where == "lower":
+        return Verdict("faster", "faster in every trial: its slowest trial took less time "
+                                 "than the library's fastest")
+    if statistics.median(by_hand) > statistics.median(library):
+        return Verdict("slower_inside",
+                       f"slower by its median, but the ranges overlap: {NOISE}")
+    return Verdict("not_slower_inside",
+                   f"not slower by its median, and the ranges overlap: {NOISE}")
+
+
+@verdict(
+    tiny=dict(small=0.01, peak=1.2),
+    modest=dict(small=0.4, peak=1.2),
+)
+def small_messages(small: float, peak: float) -> Verdict:
+    """Bus bandwidth of the smallest message against the peak (medians, GB/s). A clause
+    after "so their bandwidth is"."""
+    times = ratio(peak, small)
+    if peak >= 10 * small:
+        return Verdict("tiny", f"tiny (the peak below is {times} as much)")
+    return Verdict("modest", f"lower, though here the peak below is only {times} as much")
+
+
+_TCP = {
+    "lower": "below the plain socket's {t:.2f} GB/s in every trial (gloo also adds, and "
+             "each rank sends and receives at once)",
+    "inside": "level with the plain socket's {t:.2f} GB/s (their trials overlap: "
+              + NOISE + ")",
+    "higher": "above the plain socket's {t:.2f} GB/s in every trial (a gloo connection "
+              "carried more than Python's sendall and recv_into did)",
+}
+_COPY = {
+    "lower": "below the memory copy's {c:.2f} GB/s per rank (over loopback TCP, every "
+             "byte is copied into the kernel and out again)",
+    "inside": "level with the memory copy's {c:.2f} GB/s per rank (their trials overlap: "
+              + NOISE + ")",
+    "higher": "above the memory copy's {c:.2f} GB/s per rank (the copy ran one thread per "
+              "rank; gloo runs several, and the kernel copies on both sides)",
+}
+_WORDS = {"lower": "below", "inside": "level", "higher": "above"}
+
+
+def _limits_example(tcp: float, copy: float) -> dict:
+    def trials(median):
+        return [median * 0.95, median, median * 1.05]
+
+    return dict(gloo=trials(2.0), tcp=trials(tcp), copy=trials(copy), ranks=2)
+
+
+@verdict(**{f"{_WORDS[t]}_tcp_{_WORDS[c]}_copy": _limits_example(
+                tcp={"lower": 3.0, "inside": 2.0, "higher": 1.0}[t],
+                copy={"lower": 6.0, "inside": 2.0, "higher": 1.0}[c])
+            for t in _TCP for c in _COPY})
+def gloo_between_limits(gloo: Sequence[float], tcp: Sequence[float], copy: Sequence[float],
+                        ranks: int) -> Verdict:
+    """Where gloo's bus bandwidth at one message size stands against a plain TCP stream
+    over loopback and a memory copy on every rank at once (per rank), with every trial of
+    each, in GB/s. A clause after "At 16 MiB," or the like."""
+    t, c = order(gloo, tcp), order(gloo, copy)
+    reached = f"{_number(ranks)} ranks reached {statistics.median(gloo):.2f} GB/s"
+    return Verdict(f"{_WORDS[t]}_tcp_{_WORDS[c]}_copy",
+                   f"{reached} of bus bandwidth, "
+                   f"{_TCP[t].format(t=statistics.median(tcp))}, and "
+                   f"{_COPY[c].format(c=statistics.median(copy))}")
+
+
+@verdict(
+    shared=dict(ranks=4, cores=2),
+    one_each=dict(ranks=4, cores=6),
+    two_each=dict(ranks=4, cores=16),
+)
+def ranks_and_cores(ranks: int, cores: int) -> Verdict:
+    """What this machine's cores mean for the bus bandwidth of ``ranks`` gloo ranks."""
+    ran = f"{_number(ranks).capitalize()} ranks"
+    if cores < ranks:
+        cores_here = f"{cores} core{'s' if cores != 1 else ''}"
+        return Verdict("shared",
+                       f"{ran} share this machine's {cores_here}, more busy processes than "
+                       "cores, so their bus bandwidth says as much about the sharing as "
+                       "about the wire.")
+    if cores < 2 * ranks:
+        return Verdict("one_each",
+                       f"{ran} ran on this machine's {cores} cores, at least one each; "
+                       "but gloo runs more than one thread per rank, so at times they may "
+                       "still have shared cores.")
+    return Verdict("two_each",
+                   f"{ran} ran on this machine's {cores} cores, two or more each, so they "
+                   "did not have to take turns on the cores: their bus bandwidth is about "
+                   "the wire and gloo's own work.")
+
+
+def _number(n: int) -> str:
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight"]
+    return words[n] if 0 <= n < len(words) else str(n)
