@@ -151,8 +151,9 @@ def no_backend_given(rank: int, job: Job, events: Events) -> None:
         picked = dist.get_backend_config()  # device type -> backend, e.g. "cpu:gloo"
         try:
             both = dist.get_backend_config(dist.new_group(backend="cpu:gloo,cuda:nccl"))
+            both_ok = True
         except (RuntimeError, ValueError) as error:
-            both = f"{type(error).__name__}: {first_line(error)}"
+            both, both_ok = f"{type(error).__name__}: {first_line(error)}", False
         gloo_group = dist.new_group(backend="gloo")
         gloo = dist.get_backend_config(gloo_group)
         # new_group returns when this rank is connected, not every rank: a rank that tore
@@ -166,7 +167,8 @@ def no_backend_given(rank: int, job: Job, events: Events) -> None:
         say(rank, f"init_process_group() with no backend set up {picked!r}")
         say(rank, f"backend='cpu:gloo,cuda:nccl' gave {both!r}")
         say(rank, f"backend='gloo' gave {gloo!r}")
-        events.emit(rank, "no backend", picked=picked, both=both, gloo=gloo)
+        events.emit(rank, "no backend", picked=picked, both=both, both_ok=both_ok,
+                    gloo=gloo)
 
 
 def operations(rank: int, world_size: int, device, group) -> dict:
