@@ -246,12 +246,14 @@ class Process:
 
 
 def py_spy() -> str:
-    """The py-spy beside this Python (a virtual environment's), else the one on PATH."""
+    """The py-spy beside this Python (a virtual environment's), else the one on PATH
+    (PY_SPY names another)."""
     beside = Path(sys.executable).with_name("py-spy")
-    found = str(beside) if beside.exists() else shutil.which("py-spy")
-    if not found:
+    found = os.environ.get("PY_SPY") or (str(beside) if beside.exists() else
+                                         shutil.which("py-spy"))
+    if not found or not os.path.exists(found):
         raise CannotLook(NO_PY_SPY)
-    return os.environ.get("PY_SPY", found)
+    return found
 
 
 def dump_stacks(pid: int) -> Process | None:
@@ -351,9 +353,11 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock.connect(self.address)
 
 
-def ask(pid: int, handler: str, timeout: float = 10.0) -> bytes | None:
+def ask(pid: int, handler: str, timeout: float = 10.0, failed: bool = False,
+        ) -> bytes | None:
     """What the worker server of process ``pid`` answers to ``handler``; None when the
-    process serves none (it never called serve_dumps) or the handler failed."""
+    process serves none (it never called serve_dumps) or, unless ``failed``, when the
+    handler failed."""
     connection = _UnixConnection(f"\0torch-worker-{pid}", timeout)
     try:
         connection.request("POST", f"/handler/{handler}")
@@ -363,7 +367,7 @@ def ask(pid: int, handler: str, timeout: float = 10.0) -> bytes | None:
         return None
     finally:
         connection.close()
-    return body if response.status == 200 else None
+    return body if response.status == 200 or failed else None
 
 
 @dataclass
@@ -430,6 +434,10 @@ class Verdict:
     text: str
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def ranks_text(ranks) -> str:
     ranks = sorted(ranks)
     if len(ranks) == 1:
@@ -458,13 +466,13 @@ def where_is(who: str, process: Process) -> str:
     main = process.main
     frame = reader_frame(main.frames) if main else None
     if frame:
-        return f"{who} is at {frame.where} ({frame.name}), {doing(main.frames)}"
+        return f"{who} is at {frame.where} ({frame.name}){doing(main.frames)}"
     others = [(t, reader_frame(t.frames)) for t in process.threads if t is not main]
     alive = [(t, f) for t, f in others if f]
     if main and any(f.name == "_shutdown" for f in main.frames) and alive:
         thread, frame = alive[0]
-        return (f"{who}'s main thread has ended, and Python waits at exit for its thread "
-                f"'{thread.name}', at {frame.where} ({frame.name})")
+        return (f"{who} has ended its main thread, and Python waits at exit for its "
+                f"thread '{thread.name}', at {frame.where} ({frame.name})")
     return f"{who} is outside the program's own code"
 
 
@@ -473,9 +481,9 @@ def doing(frames: list[Frame]) -> str:
     called, or its own code (a C function such as time.sleep has no Python frame)."""
     collective = collective_in(frames)
     if collective:
-        return f"waiting in {collective}"
+        return f", waiting in {collective}"
     index = next(i for i, frame in enumerate(frames) if is_reader_code(frame.filename))
-    return f"in {frames[index - 1].name}" if index else "in its own code"
+    return f", in {frames[index - 1].name}" if index else ""
 
 
 def culprit_frame(process: Process) -> Frame | None:
@@ -508,7 +516,8 @@ def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> 
                           for r in missing if r in processes)
         culprit_line = next((f.where for f in spots.values() if f), None)
         text = (f"{ranks_text(missing)} {'is' if len(missing) == 1 else 'are'} behind: "
-                f"{ranks_text(waiting)} wait in {entry.op} #{seq}"
+                f"{ranks_text(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in "
+                f"{entry.op} #{seq}"
                 f"{at(entry.line)}, which {ranks_text(missing)} never started; {where}")
         return Verdict("behind", missing, waiting, entry.op, seq, where_of(entry.line),
                        culprit_line, None, text)
@@ -565,7 +574,8 @@ def from_stacks(processes: dict[int, Process]) -> Verdict:
         spot = culprit_frame(processes[behind[0]])
         where = "; ".join(where_is(ranks_text([r]), processes[r]) for r in behind)
         text = (f"{ranks_text(behind)} {'is' if len(behind) == 1 else 'are'} behind: "
-                f"{ranks_text(waiting)} wait in {op}{at(line)}, and "
+                f"{ranks_text(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in "
+                f"{op}{at(line)}, and "
                 f"{ranks_text(behind)} {'is' if len(behind) == 1 else 'are'} in no "
                 f"collective; {where} (from the stacks alone: no flight recorder served)")
         return Verdict("behind", behind, waiting, op, None, where_of(line),
@@ -683,21 +693,42 @@ def diagnose(target: int, events: Events, world_size=None, wait: float = 30.0,
             kept = "its recorder is empty"
         else:
             last = entries[-1]
-            kept = (f"recorder: {len(entries)} collectives, the last #{last.seq} "
+            kept = (f"recorder: {plural(len(entries), 'collective')}, the last #{last.seq} "
                     f"{last.op}, {'retired' if last.retired else 'not retired'}")
         say_main(f"{where_is(f'rank {rank} (pid {process.pid})', process)}; {kept}")
     say_main(f"verdict: {verdict.text}")
     if save_dumps:
-        os.makedirs(save_dumps, exist_ok=True)
-        for rank, dump in dumps.items():
-            if dump is not None:
-                Path(save_dumps, f"rank_{rank}").write_bytes(pickle.dumps(dump))
+        write_dumps(dumps, save_dumps)
     events.emit("main", "diagnosis", t=began, t_end=time.time(), t_hung=hung,
                 seconds=looked, verdict=asdict(verdict),
                 ranks={rank: summary(processes[rank], recorders[rank])
                        for rank in processes},
                 **(debug_server_answers(processes) if debug_server else {}))
     return verdict
+
+
+def write_dumps(dumps: dict[int, dict | None], folder: str) -> None:
+    """Each rank's dump as fr_trace reads it, ``FOLDER/as-dumped/rank_<r>``, and mended
+    for it in ``FOLDER/mended/rank_<r>`` (fr_trace reads a folder's subfolders too)."""
+    for name, mend in (("as-dumped", dict), ("mended", mend_gloo_dump)):
+        os.makedirs(os.path.join(folder, name), exist_ok=True)
+        for rank, dump in dumps.items():
+            if dump is not None:
+                Path(folder, name, f"rank_{rank}").write_bytes(pickle.dumps(mend(dump)))
+
+
+def mend_gloo_dump(dump: dict) -> dict:
+    """A gloo dump as fr_trace can read it. ProcessGroupGloo meets its flight recorder
+    before the group has a name, so ``pg_config`` files it under "" while each entry
+    names its group ("0"), and fr_trace's lookup of ("0", rank) raises KeyError. Each
+    group named in the entries gets its config back, under its own name."""
+    mended = {**dump, "pg_config": dict(dump.get("pg_config", {}))}
+    unnamed = mended["pg_config"].pop("", None)
+    for entry in dump.get("entries", []):
+        name, description = entry["process_group"]
+        if unnamed and name not in mended["pg_config"]:
+            mended["pg_config"][name] = {**unnamed, "name": name, "desc": description}
+    return mended
 
 
 def summary(process: Process, entries: list[Entry] | None) -> dict:
@@ -724,7 +755,7 @@ def debug_server_answers(processes: dict[int, Process]) -> dict:
     for rank, process in processes.items():
         for key, handler in (("health", "c10d_health_check"),
                              ("traceback", "dump_traceback"), ("pyspy", "pyspy_dump")):
-            raw = ask(process.pid, handler)
+            raw = ask(process.pid, handler, failed=True)
             answers[key][rank] = None if raw is None else raw.decode(errors="replace")
         raw = ask(process.pid, "fr_trace_json")
         if raw:
@@ -765,9 +796,19 @@ def stop_job(target: int) -> tuple[int, int]:
             except psutil.Error:
                 pass
         _, alive = psutil.wait_procs(alive, timeout=grace)
+        alive = [p for p in alive if running(p)]  # a zombie is gone: only unreaped
         if not alive:
             break
     return len(everything), len(alive)
+
+
+def running(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 # --- starting a job that hangs ------------------------------------------------------------
@@ -873,7 +914,7 @@ def demo_second_terminal(args, events: Events) -> int:
         for process in processes.values():
             say_main(f"$ kill -USR1 {process.pid}")
             os.kill(process.pid, signal.SIGUSR1)
-            time.sleep(0.5)  # faulthandler writes from the rank's own signal handler
+            time.sleep(0.3)  # faulthandler writes from the rank's own signal handler
         say_main(f"$ python -m workers.hangs diagnose {program.pid}")
         sys.stdout.flush()
         command = [sys.executable, "-m", "workers.hangs", "diagnose", str(program.pid)]

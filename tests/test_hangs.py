@@ -1,0 +1,331 @@
+"""workers.hangs: the diagnosis names the right rank, collective and line for every kind of
+hang at 2, 3 and 4 ranks (a fast subset here, ten runs of each in the slow test); it works
+from outside on the worker's own job and on a torchrun agent; nothing the chapter starts
+listens beyond loopback, and nothing is left afterwards; a refused ptrace, a missing py-spy
+and bad input each get one line."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import psutil
+import pytest
+from workers import hangs
+from workers.hangs import Entry, Frame, Process, Thread, first_disagreement, read_hang
+
+from helpers import (
+    ROOT,
+    assert_one_line_error,
+    cli_in_process,
+    help_options,
+    processes_marked,
+    quiet_run,
+)
+
+
+def line_of(function, text: str, occurrence: int = 1) -> str:
+    """``workers/hangs.py:N``: the line of ``function`` holding ``text`` (its n-th)."""
+    lines, first = inspect.getsourcelines(function)
+    found = [first + i for i, line in enumerate(lines) if text in line]
+    return f"workers/hangs.py:{found[occurrence - 1]}"
+
+
+def expected(kind: str) -> dict:
+    """What the diagnosis must say of each kind: what it found, the collective the other
+    ranks wait in and where they called it, and the culprit's collective and line."""
+    return {
+        "skip": dict(found="out of step", collective="all_reduce", culprit_op="barrier",
+                     waiting_line=line_of(hangs.skip_collective, "dist.all_reduce(grad)"),
+                     culprit_line=line_of(hangs.skip_collective, "dist.barrier()")),
+        "order": dict(found="out of step", collective="all_reduce", culprit_op="broadcast",
+                      waiting_line=line_of(hangs.different_order, "dist.all_reduce(grad)", 2),
+                      culprit_line=line_of(hangs.different_order, "dist.broadcast(stop")),
+        "stuck": dict(found="behind", collective="all_reduce", culprit_op=None,
+                      waiting_line=line_of(hangs.stuck_in_python, "dist.all_reduce(batch)"),
+                      culprit_line=line_of(hangs.stuck_in_python, "batches.get()")),
+        "dead": dict(found="behind", collective="barrier", culprit_op=None,
+                     waiting_line=line_of(hangs.died_unnoticed, "dist.barrier()"),
+                     culprit_line=line_of(hangs.prefetch, "batches.put(")),
+        "unwaited": dict(found="out of step", collective="barrier", culprit_op="all_reduce",
+                         waiting_line=line_of(hangs.unwaited_work, "dist.barrier()"),
+                         culprit_line=line_of(hangs.unwaited_work, "async_op=True")),
+    }[kind]
+
+
+def check_verdict(verdict: dict, kind: str, world_size: int, culprit: int) -> None:
+    want = expected(kind)
+    context = f"{kind} at {world_size} ranks, culprit {culprit}: {verdict['text']}"
+    assert verdict["culprits"] == [culprit], context
+    assert verdict["waiting"] == [r for r in range(world_size) if r != culprit], context
+    for key in ("found", "collective", "culprit_op"):
+        assert verdict[key] == want[key], context
+    for key in ("waiting_line", "culprit_line"):
+        assert verdict[key] and verdict[key].endswith(want[key]), context
+    assert f"rank {culprit}" in verdict["text"] and want["culprit_line"] in verdict["text"]
+
+
+def diagnose_every_kind(world_size: int, culprit: int, **options) -> list[dict]:
+    """One run of ``every``: the verdict of each kind, in the order of KINDS."""
+    result = quiet_run("workers.hangs", "every", "--world-size", str(world_size),
+                       "--culprit", str(culprit), "--timeout", "40", timeout=150,
+                       expect_output=f"{len(hangs.KINDS)} of {len(hangs.KINDS)} hangs "
+                                     f"diagnosed", **options)
+    verdicts = [event["verdict"] for event in result.events_named("diagnosis")]
+    assert len(verdicts) == len(hangs.KINDS), result.tail()
+    return verdicts
+
+
+# At two ranks a mismatch is a tie, and the diagnosis takes rank 0's call as the rule: so
+# there the culprit is rank 1. With more ranks, any rank, rank 0 included.
+@pytest.mark.parametrize("world_size, culprit", [(2, 1), (3, 2), (4, 0)])
+def test_every_kind_is_diagnosed_with_its_rank_collective_and_line(world_size, culprit):
+    verdicts = diagnose_every_kind(world_size, culprit)
+    for kind, verdict in zip(hangs.KINDS, verdicts):
+        check_verdict(verdict, kind, world_size, culprit)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_ten_runs_of_every_kind_at_each_world_size(world_size):
+    chooser = random.Random(world_size)
+    for _ in range(10):
+        culprit = 1 if world_size == 2 else chooser.randrange(world_size)
+        verdicts = diagnose_every_kind(world_size, culprit)
+        for kind, verdict in zip(hangs.KINDS, verdicts):
+            check_verdict(verdict, kind, world_size, culprit)
+
+
+def start(command: list[str], **env) -> subprocess.Popen:
+    """A job a reader starts in a first terminal: its own session, output kept."""
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env={**os.environ, **env})
+
+
+def diagnose_from_outside(pid: int, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workers.hangs", "diagnose", str(pid),
+                           *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def wait_for_line(job: subprocess.Popen, text: str, seconds: float = 60) -> None:
+    """Read the job's output until a line holds ``text`` (in a thread: never blocks)."""
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in job.stdout:
+            if text in line:
+                seen.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert seen.wait(seconds), f"no line with {text!r} within {seconds} s"
+
+
+def stop(job: subprocess.Popen) -> None:
+    try:
+        os.killpg(job.pid, 9)
+    except ProcessLookupError:
+        pass
+    job.wait(timeout=10)
+
+
+def test_diagnose_stops_a_worker_job_from_outside_and_leaves_nothing():
+    job = start([sys.executable, "-m", "workers.hangs", "stuck", "--world-size", "3",
+                 "--timeout", "60"])
+    try:
+        wait_for_line(job, "From a second terminal")
+        tree = [job.pid, *(p.pid for p in psutil.Process(job.pid).children(recursive=True))]
+        diagnosis = diagnose_from_outside(job.pid)
+        assert diagnosis.returncode == 0, diagnosis.stdout + diagnosis.stderr
+        assert "verdict: rank 2 is behind" in diagnosis.stdout, diagnosis.stdout
+        assert expected("stuck")["culprit_line"] in diagnosis.stdout
+        assert "processes, 0 left" in diagnosis.stdout, diagnosis.stdout
+        job.wait(timeout=10)
+        assert not [pid for pid in tree if psutil.pid_exists(pid)
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    finally:
+        stop(job)
+
+
+def test_diagnose_a_torchrun_agent():
+    job = start([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                 "--nproc-per-node", "3", "-m", "workers.hangs", "dead", "--culprit", "1",
+                 "--timeout", "60"])
+    try:
+        deadline = time.time() + 60
+        while len(psutil.Process(job.pid).children()) < 3 and time.time() < deadline:
+            time.sleep(0.5)
+        diagnosis = diagnose_from_outside(job.pid)
+        assert diagnosis.returncode == 0, diagnosis.stdout + diagnosis.stderr
+        assert "verdict: rank 1 is behind: ranks 0 and 2 wait in barrier" in diagnosis.stdout
+        assert expected("dead")["culprit_line"] in diagnosis.stdout, diagnosis.stdout
+        assert job.wait(timeout=15) is not None
+    finally:
+        stop(job)
+
+
+def listening_beyond_loopback(marker: str) -> set[str]:
+    found = set()
+    for process in processes_marked(marker):
+        try:
+            for connection in process.net_connections(kind="inet"):
+                if connection.status == psutil.CONN_LISTEN and \
+                        connection.laddr.ip not in ("127.0.0.1", "::1"):
+                    found.add(f"{process.pid} {' '.join(process.cmdline())[:80]} "
+                              f"{connection.laddr.ip}:{connection.laddr.port}")
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+def test_the_chapters_jobs_listen_on_loopback_only_and_leave_nothing():
+    """What the page runs: every kind, and the plain program looked at from outside."""
+    marker = f"HANGS_TEST={uuid.uuid4().hex}"
+    found: set[str] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            found.update(listening_beyond_loopback(marker))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        env = dict([marker.split("=")])
+        quiet_run("workers.hangs", "every", "--world-size", "2", "--debug-server",
+                  timeout=150, env=env)
+        quiet_run("workers.hangs", "second-terminal", timeout=150, env=env,
+                  expect_output="verdict: rank 1 is behind")
+    finally:
+        done.set()
+        watcher.join()
+    assert found == set()
+    assert processes_marked(marker) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
+                    reason="needs root, to run py-spy as another user")
+def test_a_refused_ptrace_is_one_line_that_says_what_to_do(tmp_path, monkeypatch, capsys):
+    """The real py-spy, run as nobody against root's job: the kernel refuses it."""
+    wrapper = tmp_path / "py-spy"
+    wrapper.write_text(f"#!/bin/sh\nexec runuser -u nobody -- {hangs.py_spy()} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PY_SPY", str(wrapper))
+    job = start([sys.executable, "-m", "workers.hangs", "skip", "--world-size", "2",
+                 "--timeout", "60"])
+    try:
+        wait_for_line(job, "From a second terminal")
+        refused = cli_in_process("workers.hangs", "diagnose", str(job.pid), capsys=capsys)
+        assert_one_line_error(refused, "ptrace", "kernel.yama.ptrace_scope", "sudo")
+    finally:
+        stop(job)
+
+
+def test_a_missing_py_spy_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("PY_SPY", "/nonexistent/py-spy")
+    job = start([sys.executable, "-m", "workers.hangs", "skip", "--world-size", "2",
+                 "--timeout", "60"])
+    try:
+        wait_for_line(job, "From a second terminal")
+        completed = cli_in_process("workers.hangs", "diagnose", str(job.pid), capsys=capsys)
+        assert_one_line_error(completed, "pip install py-spy==0.4.3")
+    finally:
+        stop(job)
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["diagnose", "999999999"], "no process 999999999"),
+        (["skip", "--culprit", "3"], "--culprit must be a rank of the job, 0 to 2"),
+        (["order", "--world-size", "1"], "at least 2"),
+        (["every", "--diagnose"], "unrecognized arguments: --diagnose"),
+        (["wedged"], "invalid choice: 'wedged'"),
+    ],
+)
+def test_bad_input_gets_one_line(args, fragment, capsys):
+    assert_one_line_error(cli_in_process("workers.hangs", *args, capsys=capsys), fragment)
+
+
+def test_each_command_documents_its_options(capsys):
+    kind = help_options(cli_in_process("workers.hangs", "skip", "--help", capsys=capsys))
+    assert kind == {"--world-size", "--culprit", "--diagnose", "--save-dumps",
+                    "--debug-server", "--events", "--timeout"}
+    diagnose = help_options(cli_in_process("workers.hangs", "diagnose", "--help",
+                                           capsys=capsys))
+    assert diagnose == {"--no-stop", "--save-dumps", "--debug-server", "--events",
+                        "--timeout"}
+
+
+# --- the verdict, on recorders and stacks made by hand --------------------------------------
+
+HERE = "/home/reader/train.py"
+
+
+def entry(seq: int, op: str, line: int, retired: bool = True, group: str = "0") -> Entry:
+    frames = [Frame(op, "/venv/lib/python3.11/site-packages/torch/distributed/"
+                        "distributed_c10d.py", 4000), Frame("train", HERE, line)]
+    return Entry(seq, group, op, [[4]], "scheduled", retired, frames)
+
+
+def process(rank: int, line: int, op: str | None) -> Process:
+    frames = [Frame("train", HERE, line), Frame("<module>", HERE, 99)]
+    if op:
+        frames.insert(0, Frame(op, "/venv/lib/python3.11/site-packages/torch/distributed/"
+                                   "distributed_c10d.py", 4000))
+    return Process(1000 + rank, rank, [Thread("MainThread", frames)])
+
+
+def test_a_full_ring_buffer_is_compared_where_every_rank_still_has_entries():
+    # rank 0 kept #3-#6, rank 1 #5-#6 and rank 2 #4-#5: only #5 and #6 can be compared
+    recorders = {0: [entry(s, "all_reduce", 10) for s in range(3, 7)],
+                 1: [entry(s, "all_reduce", 10) for s in range(5, 7)],
+                 2: [entry(s, "all_reduce", 10) for s in range(4, 6)]}
+    seq, here = first_disagreement(recorders)
+    assert seq == 6 and here[2] is None
+    processes = {0: process(0, 10, "all_reduce"), 1: process(1, 10, "all_reduce"),
+                 2: process(2, 12, None)}
+    verdict = read_hang(processes, recorders)
+    assert (verdict.found, verdict.culprits, verdict.collective) == ("behind", [2],
+                                                                      "all_reduce")
+    assert verdict.culprit_line == f"{HERE}:12"
+
+
+def test_two_ranks_behind_and_a_tie():
+    recorders = {r: [entry(1, "all_reduce", 10)] for r in range(4)}
+    for r in (0, 1):
+        recorders[r].append(entry(2, "barrier", 11, retired=False))
+    verdict = read_hang({r: process(r, 11 if r < 2 else 20, "barrier" if r < 2 else None)
+                         for r in range(4)}, recorders)
+    assert verdict.culprits == [2, 3] and "ranks 2 and 3 are behind" in verdict.text
+    tie = {0: [entry(1, "all_reduce", 10, False)], 1: [entry(1, "broadcast", 12, False)]}
+    verdict = read_hang({0: process(0, 10, "all_reduce"), 1: process(1, 12, "broadcast")},
+                        tie)
+    assert verdict.culprits == [1] and "taken as the rule" in verdict.text
+
+
+def test_without_recorders_the_stacks_still_find_the_rank_outside_the_collectives():
+    processes = {0: process(0, 10, "all_reduce"), 1: process(1, 20, None)}
+    verdict = read_hang(processes, {0: None, 1: None})
+    assert verdict.found == "behind" and verdict.culprits == [1]
+    assert "from the stacks alone" in verdict.text
+    every = read_hang({0: process(0, 10, "all_reduce"), 1: process(1, 10, "all_reduce")},
+                      {0: None, 1: None})
+    assert every.found == "no recorder" and every.culprits == []
+
+
+def test_a_gloo_dump_is_mended_for_fr_trace():
+    dump = {"pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+            "entries": [{"process_group": ("0", "default_pg")}]}
+    mended = hangs.mend_gloo_dump(dump)
+    assert mended["pg_config"] == {"0": {"name": "0", "desc": "default_pg",
+                                         "ranks": "[0, 1]"}}
+    assert "" in dump["pg_config"]  # the dump itself is left as it was
