@@ -52,6 +52,7 @@ from workers.ranks import (
     import_modules,
     imported_then_run,
     open_events,
+    say,
     say_main,
     stop_all,
     stop_with_its_launcher,
@@ -190,7 +191,10 @@ def rank_main(rank: int, job: Job, args) -> None:
     The group's collectives wait ``--timeout`` seconds, the job's own deadline."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo listens on loopback too
     wait = timedelta(seconds=job.timeout)
-    serve_dumps()
+    try:
+        serve_dumps()
+    except ImportError as error:  # an older torch: the diagnosis reads the stacks only
+        say(rank, f"serves no flight recorder ({first_line(error)})")
     if job.started_as_rank:  # torchrun's agent holds the store
         stop_with_its_launcher(rank)
         dist.init_process_group("gloo", rank=rank, world_size=job.world_size, timeout=wait)
