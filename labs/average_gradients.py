@@ -20,7 +20,9 @@ def average_gradients(model: nn.Module) -> None:
     on the whole global batch. The weights and the optimizer are left alone.
 
     May call: dist.get_world_size(), dist.all_reduce (with ReduceOp.SUM, the default, or
-    ReduceOp.AVG), and torch tensor operations.
+    ReduceOp.AVG; with async_op=True, wait() for its Work before you touch the tensor),
+    and torch tensor operations. No other collective: a reduce to one rank and a
+    broadcast back would average too, through one rank.
     """
     raise NotImplementedError("write average_gradients, then run: "
                               "python -m workers.labs check average_gradients")

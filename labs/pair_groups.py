@@ -20,9 +20,13 @@ def pair_sum(tensor: torch.Tensor) -> None:
     How: make one group per pair with ``dist.new_group(ranks)``, then all-reduce within
     this rank's own group. ``new_group`` is itself collective: every rank must call it for
     every pair, even the pairs it is not in, with the same arguments in the same order.
+    The other legal way (PyTorch 2.1 and later): ``dist.new_group(ranks,
+    use_local_synchronization=True)`` is collective among the group's members only, so
+    each rank may make just its own pair's group.
 
     May call: dist.get_rank(), dist.get_world_size(), dist.new_group,
-    dist.all_reduce(tensor, group=...), and torch tensor operations.
+    dist.all_reduce(tensor, group=...), and torch tensor operations; nothing else (no
+    send or recv to the partner, no collective over every rank).
     """
     raise NotImplementedError("write pair_sum, then run: "
                               "python -m workers.labs check pair_groups")

@@ -23,9 +23,11 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
     rank sends 2(N-1) messages of 1/N of the tensor: 2(N-1)/N of the tensor in all.
 
     May call: dist.get_rank(), dist.get_world_size(), dist.isend, dist.irecv, dist.send,
-    dist.recv (and wait() on each Work an isend or irecv returns), and torch tensor
-    operations. May not call: any collective (all_reduce, reduce_scatter, all_gather,
-    broadcast, ...).
+    dist.recv (and wait() on each Work an isend or irecv returns; or the same sends and
+    receives as dist.P2POp in dist.batch_isend_irecv), and torch tensor operations. Until
+    a Work's wait() returns, leave its tensor alone: do not change a chunk that is being
+    sent, nor receive into a buffer an earlier isend or irecv still uses. May not call: any
+    collective (all_reduce, reduce_scatter, all_gather, broadcast, ...), by any name.
     """
     raise NotImplementedError("write ring_all_reduce, then run: "
                               "python -m workers.labs check ring")

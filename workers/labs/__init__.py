@@ -7,18 +7,24 @@
 ``check`` runs the reader's function on gloo ranks on this machine, at several world sizes
 (one of them a size the chapter's page does not use), compares what every rank holds with
 the library or with one process, and audits the algorithm where the algorithm is the
-lesson (bytes and messages per rank, waits, every rank returning). It prints a short
-verdict and exits 0 (passed) or 1 (failed); a solution that deadlocks is stopped after a
-few seconds and reported as a deadlock, every rank stopped. It exits 2, with one line, when
-it cannot check: an unknown lab, a missing file, a file without the function, a stub still
-raising NotImplementedError.
+lesson (bytes and messages per rank, waits, every rank returning). It counts every call of
+a collective however the solution reached it (``dist.all_reduce``, the same function from
+``torch.distributed.distributed_c10d``, a ``functools.partial``, the process group's own
+methods) and holds it to what the lab's docstring allows. The inputs are random: which
+rank is late, how many batches each rank has, the values; the verdict names the seed, and
+``--seed N`` checks with the same inputs again. It prints a short verdict and exits 0
+(passed) or 1 (failed); a solution that deadlocks is stopped after a few seconds and
+reported as a deadlock, every rank stopped. It exits 2, with one line, when it cannot
+check: an unknown lab, a missing file, a file without the function, a stub still raising
+NotImplementedError.
 
-In Python: ``check("ring", "labs/ring.py")`` returns the ``Verdict``.
+In Python: ``check("ring", "labs/ring.py", seed=7)`` returns the ``Verdict``.
 """
 
 from __future__ import annotations
 
 import importlib
+import random
 import time
 
 from workers.labs.harness import (
@@ -47,27 +53,38 @@ def lab_module(name: str):
 
 
 def check(lab: str, path=None, timeout: float | None = None,
-          world_sizes=None, events=None, per_rank: bool = False) -> Verdict:
+          world_sizes=None, events=None, per_rank: bool = False,
+          seed: int | None = None) -> Verdict:
     """Check the reader's solution of ``lab`` (default file ``labs/<lab>.py``).
-    ``per_rank``: the verdict also says what each rank sent, received and held."""
+    ``per_rank``: the verdict also says what each rank sent, received and held.
+    ``seed``: the random inputs' (default: a new one, which the verdict names)."""
     begin = time.monotonic()
     try:
         module = lab_module(lab)
         path = resolve(path if path is not None else f"labs/{lab}.py")
         inspect_source(path, module.FUNCTION)
+        if seed is None:
+            seed = random.SystemRandom().randrange(1, 100_000)
         return checked(module, lab, path, timeout or module.TIMEOUT,
-                       world_sizes or module.WORLD_SIZES, events, begin, per_rank)
+                       world_sizes or module.WORLD_SIZES, events, begin, per_rank, seed)
     except BadInput as error:
         return Verdict(lab, 2, [str(error)], time.monotonic() - begin)
 
 
-def checked(module, lab, path, timeout, world_sizes, events, begin, per_rank) -> Verdict:
+def inputs(module, world_size: int, seed: int):
+    """What every rank of the job at ``world_size`` is given: random, from ``seed``
+    alone, so that ``--seed`` gives the same inputs at that size whatever the others."""
+    return module.setup(world_size, random.Random(f"{module.__name__} {seed} {world_size}"))
+
+
+def checked(module, lab, path, timeout, world_sizes, events, begin, per_rank,
+            seed) -> Verdict:
     sizes = list_of(world_sizes)
     units = getattr(module, "UNITS", "ranks")
     lines = [f"{lab} ({module.CHAPTER}): checking {module.FUNCTION}() of {shown(path)} "
-             f"on {sizes} {'gloo ' * (units == 'ranks')}{units}"]
+             f"on {sizes} {'gloo ' * (units == 'ranks')}{units}, seed {seed}"]
     outcomes, failed = [], False
-    givens = {world_size: module.setup(world_size) for world_size in world_sizes}
+    givens = {world_size: inputs(module, world_size, seed) for world_size in world_sizes}
     for world_size, given in givens.items():
         outcome = run_job(module, world_size, path, timeout, given)
         outcomes.append(outcome)
@@ -106,12 +123,13 @@ def checked(module, lab, path, timeout, world_sizes, events, begin, per_rank) ->
             break
     seconds = time.monotonic() - begin
     if failed:
-        lines.append(f"FAILED: {module.FUNCTION}() with {world_size} {units}. "
+        lines.append(f"FAILED: {module.FUNCTION}() with {world_size} {units} (seed {seed}: "
+                     f"--seed {seed} checks the same inputs again). "
                      f"Reread {module.REREAD}.")
     else:
         lines.append(f"PASSED: {module.FUNCTION}() {module.PASSED}, with {sizes} {units} "
                      f"({seconds:.1f} s)")
-    return Verdict(lab, 1 if failed else 0, lines, seconds, outcomes)
+    return Verdict(lab, 1 if failed else 0, lines, seconds, outcomes, seed)
 
 
 def command_line():
@@ -128,6 +146,9 @@ def command_line():
                      help="check at these world sizes only (default: the lab's)")
     one.add_argument("--per-rank", action="store_true",
                      help="also say what each rank sent, received and held")
+    one.add_argument("--seed", type=int, metavar="N",
+                     help="the random inputs' seed: a verdict names its own, and this "
+                          "checks with the same inputs again (default: a new one)")
     add_common_options(one, timeout=0)
     one.set_defaults(timeout=None)
     for action in one._actions:
@@ -155,8 +176,10 @@ def main(argv=None) -> int:
     if args.world_sizes and min(args.world_sizes) < 1:
         return fail("--world-sizes: every world size must be at least 1")
     events = open_events(args.events)
+    if args.seed is not None and args.seed < 0:
+        return fail("--seed: the seed must be 0 or more")
     verdict = check(args.lab, args.file, args.timeout, args.world_sizes, events,
-                    args.per_rank)
+                    args.per_rank, args.seed)
     if verdict.code == 2:
         return fail(str(verdict))
     print(verdict, flush=True)

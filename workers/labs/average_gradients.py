@@ -5,12 +5,14 @@ and calls the reader's average_gradients after backward; rank 0 also trains the 
 model in one process on the whole batches. Data parallelism is the same computation:
 the gradients after the call must be the whole batch's, and the weights after three
 steps of SGD with momentum must equal the one process's to 1e-9. Each batch is random
-images of MNIST's shape (the proof needs no real digits, and loads none).
+images of MNIST's shape (the proof needs no real digits, and loads none), and so are the
+initial weights, from the job's seed. The function may only all-reduce (SUM or AVG),
+however it reaches all_reduce: a reduce to rank 0 and a broadcast also average, and fail.
 """
 
 from __future__ import annotations
 
-from workers.labs.harness import Finding, list_of
+from workers.labs.harness import Finding, forbidden_finding, list_of, wait_findings
 
 CHAPTER = "ddp_mnist"
 FUNCTION = "average_gradients"
@@ -26,23 +28,23 @@ STEPS = 3
 TOLERANCE = 1e-9
 
 
-def setup(world_size: int) -> dict:
-    return {}
+def setup(world_size: int, rng) -> dict:
+    return {"seed": rng.randrange(1_000_000)}
 
 
 def describe(world_size: int, given: dict) -> str:
     return f", {BATCH // world_size} images per rank and step"
 
 
-def batch(step: int):
+def batch(seed: int, step: int):
     import torch
 
-    generator = torch.Generator().manual_seed(100 + step)
+    generator = torch.Generator().manual_seed(seed + step)
     images = torch.randn(BATCH, 1, 28, 28, generator=generator, dtype=torch.float64)
     return images, torch.randint(0, 10, (BATCH,), generator=generator)
 
 
-def train(rank: int, world_size: int, between=None):
+def train(rank: int, world_size: int, seed: int, between=None):
     """The chapter's training loop on rank ``rank``'s share of each batch; ``between``
     runs after backward (the reader's function, on the ranks). Returns the gradients of
     the first step, before and after ``between``, and the final weights."""
@@ -51,13 +53,13 @@ def train(rank: int, world_size: int, between=None):
 
     from workers.mnist import MnistNet
 
-    torch.manual_seed(0)  # the same initial weights on every rank
+    torch.manual_seed(seed)  # the same initial weights on every rank
     model = MnistNet().double()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     share = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)
     first = {}
     for step in range(STEPS):
-        images, labels = batch(step)
+        images, labels = batch(seed, step)
         optimizer.zero_grad()
         F.cross_entropy(model(images[share]), labels[share]).backward()
         if step == 0:
@@ -76,11 +78,11 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         with calls.reader():
             solution(model)
 
-    names, first, weights = train(rank, world_size, averaged)
+    names, first, weights = train(rank, world_size, given["seed"], averaged)
     result = {"names": names, "own": first["own"], "after": first["after"],
               "weights": weights}
     if rank == 0:  # one process, the whole batch: what the ranks must equal
-        _, single, single_weights = train(0, 1)
+        _, single, single_weights = train(0, 1, given["seed"])
         result["single_gradients"], result["single_weights"] = single["own"], single_weights
     return result
 
@@ -93,6 +95,24 @@ def close(a, b) -> bool:
 
 def judge(world_size: int, outcome, given: dict) -> list:
     n = world_size
+    calls = outcome.all_calls()
+    if {"reduce", "broadcast"} <= {call["name"] for call in calls}:
+        return [Finding(False, "called reduce and broadcast: the mean reaches every rank, "
+                               "through rank 0, which receives and sends N-1 whole copies; "
+                               "this lab averages with all_reduce only")]
+    forbidden = forbidden_finding(outcome, ("all_reduce",), "this lab averages with "
+                                  "dist.all_reduce only (ReduceOp.SUM, then / world size, "
+                                  "or ReduceOp.AVG)")
+    if forbidden:
+        return [forbidden]
+    odd = next((call for call in calls if call["op"] not in (None, "SUM", "AVG")), None)
+    if odd:
+        return [Finding(False, f"an all_reduce used ReduceOp.{odd['op']}: the mean is a "
+                               f"sum divided by the world size (ReduceOp.SUM, then / N, or "
+                               f"ReduceOp.AVG)")]
+    waits = [finding for finding in wait_findings(outcome) if not finding.held]
+    if waits:
+        return waits
     single = outcome.results[0]
     kinds = {}
     for rank, result in sorted(outcome.results.items()):
@@ -106,6 +126,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
                 kind = "twice"
             elif close(got, own):
                 kind = "own"
+            elif close(got, want * scale(got, want)):
+                kind = f"times {scale(got, want):.3g}"
             else:
                 kind = "wrong"
             kinds.setdefault(kind, []).append(f"{name} (rank {rank})")
@@ -127,6 +149,12 @@ def judge(world_size: int, outcome, given: dict) -> list:
     return findings
 
 
+def scale(got, want) -> float:
+    """The number that ``want`` times best gives ``got``."""
+    norm = (want * want).sum().item()
+    return (got * want).sum().item() / norm if norm else 0.0
+
+
 def gradient_mistake(kinds: dict, n: int) -> str:
     every = {item.split(" (")[0] for items in kinds.values() for item in items}
 
@@ -144,6 +172,11 @@ def gradient_mistake(kinds: dict, n: int) -> str:
     if "own" in kinds:
         whole = names("own") == "every parameter"
         return (f"{names('own')}: not averaged, still this rank's own gradient" +
-                (" (all-reduce each parameter's .grad, not its .data)" if whole else
+                (" (the all_reduce must write into each parameter's .grad itself: not into "
+                 "its .data, nor into a copy)" if whole else
                  " (average every parameter, biases too)"))
+    scaled = next((kind for kind in kinds if kind.startswith("times ")), None)
+    if scaled:
+        return (f"{names(scaled)}: the mean {scaled}: divide the sum by the world size, "
+                f"{n} here (dist.get_world_size(), not a number written in)")
     return f"{names('wrong')}: not the mean over the ranks"

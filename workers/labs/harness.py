@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 import traceback
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ class Outcome:
     dropped: dict[int, list[str]] = field(default_factory=dict)  # Works never waited for
     logs: dict[int, list[str]] = field(default_factory=dict)  # each rank's call log
     timed_out: bool = False
+    stalled: float | None = None  # seconds into the job when every rank was stuck
     launcher_said: str = ""  # launch()'s own line, when the job did not end well
     printed: dict[int, list[str]] = field(default_factory=dict)
 
@@ -91,6 +93,7 @@ class Verdict:
     lines: list[str]
     seconds: float = 0.0
     outcomes: list[Outcome] = field(default_factory=list, repr=False)
+    seed: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -159,77 +162,134 @@ def load_function(path: str, function: str):
 
 
 # --- counting torch.distributed, in the checker's ranks only ------------------------------
+# A solution reaches a collective by many roads: ``dist.all_reduce``, the same function
+# imported from torch.distributed.distributed_c10d or bound by ``from ... import``, a
+# functools.partial of it, the process group's own ``allreduce`` method, a backend's, or
+# the functional collectives. The checker counts each call once, under the name of the
+# function a reader knows, however it was reached: it replaces every module attribute
+# that holds one of torch.distributed's functions, and below them the methods of the
+# ProcessGroup and Backend classes, which every one of those functions ends in.
 
-# The functions a lab's solution may call, and which argument holds the peer.
+# The public functions, and which argument holds the peer of a point-to-point one.
 POINT_TO_POINT = {"isend": "dst", "irecv": "src", "send": "dst", "recv": "src"}
-# (the *_single names are 2.13's for the flat forms; older releases lack them)
+# (the *_single names are 2.13's for the flat forms; older releases lack them, and each
+# name is wrapped only where this torch has it)
 COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
                "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
                "reduce_scatter_single", "gather", "scatter", "barrier",
                "all_to_all", "all_to_all_single", "monitored_barrier",
-               "all_gather_object", "broadcast_object_list", "new_group", "new_subgroups")
+               "all_gather_object", "broadcast_object_list", "gather_object",
+               "scatter_object_list", "send_object_list", "recv_object_list",
+               "all_reduce_coalesced", "all_gather_coalesced", "gather_into_tensor",
+               "gather_single", "_all_gather_base", "_reduce_scatter_base",
+               "new_group")
 SENDS = ("isend", "send")
 RECEIVES = ("irecv", "recv")
+# What each collective is called by the family a lab allows ("one reduce-scatter").
+FAMILIES = {
+    "all_reduce": ("all_reduce", "all_reduce_coalesced"),
+    "reduce_scatter": ("reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+                       "_reduce_scatter_base"),
+    "all_gather": ("all_gather", "all_gather_into_tensor", "all_gather_single",
+                   "_all_gather_base", "all_gather_coalesced"),
+    "broadcast": ("broadcast",),
+    "point_to_point": ("isend", "irecv", "send", "recv"),
+}
+# The methods below the functions, by the function a reader knows them as.
+METHODS = {"allreduce": "all_reduce", "allreduce_coalesced": "all_reduce_coalesced",
+           "broadcast": "broadcast", "reduce": "reduce", "allgather": "all_gather",
+           "_allgather_base": "all_gather_into_tensor",
+           "all_gather_single": "all_gather_single",
+           "allgather_coalesced": "all_gather_coalesced",
+           "allgather_into_tensor_coalesced": "all_gather_into_tensor",
+           "reduce_scatter": "reduce_scatter",
+           "_reduce_scatter_base": "reduce_scatter_tensor",
+           "reduce_scatter_single": "reduce_scatter_single",
+           "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor",
+           "alltoall": "all_to_all", "alltoall_base": "all_to_all_single",
+           "all_to_all_single": "all_to_all_single", "gather": "gather",
+           "scatter": "scatter", "barrier": "barrier",
+           "monitored_barrier": "monitored_barrier", "send": "isend", "recv": "irecv",
+           "recv_anysource": "irecv"}
+# which positional argument of a method holds what it sends (or, for recv, receives)
+METHOD_INPUT = {"allgather": 1, "_allgather_base": 1, "all_gather_single": 1,
+                "allgather_coalesced": 1, "allgather_into_tensor_coalesced": 1,
+                "reduce_scatter": 1, "_reduce_scatter_base": 1, "reduce_scatter_single": 1,
+                "reduce_scatter_tensor_coalesced": 1, "alltoall": 1, "alltoall_base": 1,
+                "all_to_all_single": 1, "gather": 1, "scatter": 1}
+# The functional collectives, by the function a reader knows them as.
+FUNCTIONAL = {"all_reduce": "all_reduce", "all_reduce_inplace": "all_reduce",
+              "all_reduce_coalesced": "all_reduce_coalesced",
+              "all_gather_tensor": "all_gather_into_tensor",
+              "all_gather_tensor_autograd": "all_gather_into_tensor",
+              "all_gather_inplace": "all_gather",
+              "all_gather_into_tensor_coalesced": "all_gather_into_tensor",
+              "reduce_scatter_tensor": "reduce_scatter_tensor",
+              "reduce_scatter_tensor_autograd": "reduce_scatter_tensor",
+              "reduce_scatter_inplace": "reduce_scatter",
+              "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor",
+              "broadcast": "broadcast", "all_to_all_single": "all_to_all_single",
+              "all_to_all_single_autograd": "all_to_all_single",
+              "permute_tensor": "all_to_all_single"}
+# The collectives that write their result into the tensor they send (a change to it
+# before wait() is the reader's, not the collective's).
+IN_PLACE = ("all_reduce", "broadcast", "reduce")
+
+
+def op_name(op) -> str:
+    """``SUM`` for ReduceOp.SUM, an options' reduceOp, or the functional's "sum"."""
+    inner = getattr(op, "op", op)
+    return str(getattr(inner, "name", None) or str(inner).rpartition(".")[2]).upper()
 
 
 def tensor_bytes(value) -> int:
+    return sum(tensor.numel() * tensor.element_size() for tensor in tensors_in(value))
+
+
+def tensors_in(value) -> list:
+    """The tensors in ``value``: a tensor, or lists of them, nested."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
+        return [value]
     if isinstance(value, (list, tuple)):
-        return sum(tensor_bytes(item) for item in value)
-    return 0
+        return [tensor for item in value for tensor in tensors_in(item)]
+    return []
 
 
-class TrackedWork:
-    """A ``Work`` as the reader gets it from a counted call: the same methods, and a note
-    of whether anyone waited for it (``wait``, ``get_future``, or ``is_completed`` True)."""
+def dtype_of(value) -> str | None:
+    found = tensors_in(value)
+    return str(found[0].dtype).removeprefix("torch.") if found else None
 
-    def __init__(self, work, record: dict, calls: Calls, serial: int):
-        self._work, self._record, self._calls = work, record, calls
-        self._serial = serial
-        calls.note(f"work {serial} {record['what']}")
 
-    def _waited(self) -> None:
-        if not self._record["waited"]:
-            self._record["waited"] = True
-            self._calls.note(f"waited {self._serial}")
+@dataclass
+class InFlight:
+    """A Work the reader started and has not waited for yet, and what it uses."""
 
-    def __del__(self):
-        if not self._record["waited"]:  # dropped, never waited for: say so in the log
-            self._calls.note(f"dropped {self._serial} {self._record['what']}")
-
-    def wait(self, *args, **kwargs):
-        self._waited()
-        with self._calls.logged(f"wait() on its {self._record['what']}"):
-            return self._work.wait(*args, **kwargs)
-
-    def get_future(self):
-        self._waited()
-        return self._work.get_future()
-
-    def is_completed(self):
-        done = self._work.is_completed()
-        if done:
-            self._waited()
-        return done
-
-    def __getattr__(self, name):
-        return getattr(self._work, name)
+    work: object  # a weak reference: a Work the reader drops is noted (``dropped``)
+    record: dict
+    serial: int
+    sent: list  # (tensor, a copy of it when sent): must not change before wait()
+    versions: list  # (tensor, its version): an in-place collective's, likewise
+    buffers: list  # (start, end) addresses of its tensors
 
 
 class Calls:
     """Counts this rank's calls of ``torch.distributed`` while ``counting`` is on, and logs
     every call's start and end to a file, so that a rank stopped in a deadlock can be
-    found waiting in its last call."""
+    found waiting in its last call. Follows each Work the reader's code starts to its
+    wait(), and notes what the reader got wrong on the way (``problems``)."""
 
-    def __init__(self, log_path: str):
+    def __init__(self, log_path: str, solution: str = ""):
         self.records: list[dict] = []
         self.counting = False
+        self.problems: list[str] = []  # e.g. a tensor changed while its isend ran
+        self.hook_waits: list[str] = []  # waits inside a communication hook
+        self.solution = os.path.realpath(solution) if solution else ""
         self._log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._depth = threading.local()
+        self._local = threading.local()
         self._serial = 0
+        self._flying: dict[int, InFlight] = {}  # id(work): the Works not yet waited for
 
     def note(self, text: str) -> None:
         os.write(self._log, (text.replace("\n", " ") + "\n").encode())
@@ -255,59 +315,141 @@ class Calls:
             self.counting = False
             self.note("phase after your function returned")
 
+    @contextmanager
+    def hook(self):
+        """The block is the reader's communication hook: a wait inside it is noted."""
+        self._local.hook = True
+        self._local.polls = 0
+        try:
+            yield
+        finally:
+            self._local.hook = False
+
+    def _in_hook(self) -> bool:
+        local = self._local
+        return getattr(local, "hook", False) and not getattr(local, "callback", False)
+
+    @contextmanager
+    def _inside(self):
+        self._local.inside = getattr(self._local, "inside", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.inside -= 1
+
+    def caller(self, frame) -> str:
+        """Who made a call: "you" (a line of the reader's file), "torch <module>" (the
+        library, e.g. Join or ZeroRedundancyOptimizer on the reader's behalf), or
+        "checker"."""
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame = frame.f_back
+        if frame is None:
+            return "checker"
+        filename = frame.f_code.co_filename
+        if self.solution and os.path.realpath(filename) == self.solution:
+            return "you"
+        module = frame.f_globals.get("__name__", "")
+        if module == "torch" or module.startswith("torch."):
+            return f"torch {module}"
+        return "checker"
+
+    # --- installing ------------------------------------------------------------------
+
     def install(self) -> None:
+        import torch
         import torch.distributed as dist
+        import torch.distributed._functional_collectives as functional
         import torch.distributed.distributed_c10d as c10d
 
-        for name in (*POINT_TO_POINT, *COLLECTIVES):
-            original = getattr(dist, name, None)
-            if original is None:
-                continue
-            wrapped = self.wrap(name, original)
-            setattr(dist, name, wrapped)
-            if name in ("isend", "irecv"):  # P2POp accepts only these two by identity
-                setattr(c10d, name, wrapped)
+        replaced = {}
+        for name in (*POINT_TO_POINT, *COLLECTIVES, "batch_isend_irecv"):
+            original = getattr(c10d, name, None) or getattr(dist, name, None)
+            if callable(original):
+                replaced[id(original)] = self.wrap(name, original)
+        for name, known_as in FUNCTIONAL.items():
+            original = getattr(functional, name, None)
+            if callable(original) and id(original) not in replaced:
+                replaced[id(original)] = self.wrap(known_as, original, functional=True)
+        originals = {id(value): value for module in (c10d, dist, functional)
+                     for value in vars(module).values() if id(value) in replaced}
+        replace_everywhere(originals, replaced)
+        self.replaced = replaced
+        for cls in (dist.ProcessGroup, torch._C._distributed_c10d.Backend):
+            for method, known_as in METHODS.items():
+                original = cls.__dict__.get(method)
+                if original is not None:
+                    setattr(cls, method, self.wrap_method(method, known_as, original))
+        self.follow_works(dist.Work, torch._C.Future)
 
-    def wrap(self, name: str, original):
-        signature = inspect.signature(original)
+    def wrap(self, name: str, original, functional: bool = False):
+        try:
+            signature = inspect.signature(original)
+        except (TypeError, ValueError):
+            signature = None
         calls = self
 
         def counted(*args, **kwargs):
-            if getattr(calls._depth, "inside", False):  # send() calls isend() inside
-                return original(*args, **kwargs)
+            local = calls._local
+            if getattr(local, "inside", 0) and not (
+                    getattr(local, "batch", False) and name in POINT_TO_POINT):
+                return original(*args, **kwargs)  # send() calls isend() inside
             try:
-                bound = signature.bind(*args, **kwargs)
+                bound = signature.bind(*args, **kwargs).arguments if signature else {}
             except TypeError:
                 return original(*args, **kwargs)  # let torch say what is wrong
-            record = calls.describe(name, bound.arguments)
-            calls._depth.inside = True
-            try:
-                with calls.logged(record["what"]):
-                    result = original(*args, **kwargs)
-            finally:
-                calls._depth.inside = False
-            if calls.counting:
-                calls.records.append(record)
-            if calls.counting and result is not None and hasattr(result, "wait") and \
-                    name not in ("new_group", "batch_isend_irecv"):
-                record["waited"] = False
-                return TrackedWork(result, record, calls, calls._serial)
+            by = getattr(local, "batch_by", None) if getattr(local, "batch", False) \
+                else calls.caller(sys._getframe(1))
+            if name == "batch_isend_irecv":  # its sends and receives are counted one by one
+                local.batch, local.batch_by = True, by
+                try:
+                    with calls._inside():
+                        return original(*args, **kwargs)
+                finally:
+                    local.batch = False
+            record = calls.describe(name, bound, functional)
+            record["by"] = by
+            with calls._inside(), calls.logged(record["what"]):
+                result = original(*args, **kwargs)
+            calls.keep(record, result, bound)
             return result
 
-        counted.__name__ = counted.__qualname__ = name
+        counted.__name__ = counted.__qualname__ = getattr(original, "__name__", name)
         counted.__doc__ = original.__doc__
+        counted.__module__ = getattr(original, "__module__", None)
         return counted
 
-    def describe(self, name: str, arguments: dict) -> dict:
+    def wrap_method(self, method: str, known_as: str, original):
+        calls = self
+
+        def counted(group, *args, **kwargs):
+            if getattr(calls._local, "inside", 0):
+                return original(group, *args, **kwargs)
+            record = calls.describe_method(method, known_as, group, args)
+            record["by"] = calls.caller(sys._getframe(1))
+            with calls._inside(), calls.logged(record["what"]):
+                result = original(group, *args, **kwargs)
+            calls.keep(record, result, {"tensor": args[0] if args else None,
+                                        "input": record.pop("_input", None)})
+            return result
+
+        counted.__name__ = counted.__qualname__ = method
+        counted.__doc__ = getattr(original, "__doc__", None)
+        return counted
+
+    # --- describing a call --------------------------------------------------------------
+
+    def describe(self, name: str, arguments: dict, functional: bool = False) -> dict:
         import torch.distributed as dist
 
         group = arguments.get("group")
         record = {"name": name, "group": None, "peer": None, "sent": 0, "received": 0,
-                  "op": None}
+                  "op": None, "async": False, "dtype": None,
+                  "via": "functional collectives" if functional else "function"}
         try:
-            if group is not None and name not in ("new_group", "new_subgroups"):
+            if group is not None and name not in ("new_group", "new_subgroups") and \
+                    not isinstance(group, str):
                 record["group"] = dist.get_process_group_ranks(group)
-        except Exception:  # a group this rank is not in: torch will say so
+        except Exception:  # a group this rank is not in (or a mesh): torch will say so
             pass
         tensor = arguments.get("tensor")
         if name in POINT_TO_POINT:
@@ -323,34 +465,223 @@ class Calls:
             record["peer"] = peer
             record["numel"] = tensor.numel() if tensor is not None else 0
             record["sent" if name in SENDS else "received"] = tensor_bytes(tensor)
+            record["dtype"] = dtype_of(tensor)
+            record["async"] = name in ("isend", "irecv")
             record["what"] = f"{name}({key}={peer}, {tensor_bytes(tensor)} bytes)"
             return record
         if name == "new_group":
             ranks = arguments.get("ranks")
-            record["ranks"] = list(ranks) if ranks is not None else None
-            record["what"] = f"new_group({record['ranks']})"
+            record["ranks"] = sorted(ranks) if ranks is not None else None
+            record["local"] = bool(arguments.get("use_local_synchronization"))
+            local = ", use_local_synchronization=True" if record["local"] else ""
+            record["what"] = f"new_group({record['ranks']}{local})"
             return record
         inputs = {"all_gather": "tensor", "all_gather_into_tensor": "input_tensor",
                   "all_gather_single": "input_tensor", "reduce_scatter": "input_list",
                   "reduce_scatter_tensor": "input", "reduce_scatter_single": "input",
                   "gather": "tensor", "scatter": "scatter_list",
                   "all_to_all": "input_tensor_list", "all_to_all_single": "input",
-                  }.get(name, "tensor")
+                  "_all_gather_base": "input_tensor", "_reduce_scatter_base": "input",
+                  "all_reduce_coalesced": "tensors", "all_gather_coalesced":
+                  "input_tensor_list", "gather_into_tensor": "input_tensor",
+                  "gather_single": "input_tensor", "all_gather_object": "obj",
+                  "broadcast_object_list": "object_list"}.get(name, "tensor")
+        if functional:
+            inputs = "self" if "self" in arguments else next(iter(arguments), "tensor")
         record["sent"] = tensor_bytes(arguments.get(inputs))
-        record["async"] = bool(arguments.get("async_op"))
-        op = arguments.get("op")
-        record["op"] = str(op).rpartition(".")[2] if op is not None else None
-        for key in ("src", "dst"):
-            if arguments.get(key) is not None:
+        record["dtype"] = dtype_of(arguments.get(inputs))
+        record["async"] = bool(arguments.get("async_op")) or functional
+        op = arguments.get("op", arguments.get("reduceOp"))
+        record["op"] = op_name(op) if op is not None else None
+        for key in ("src", "dst", "group_src", "group_dst"):
+            if arguments.get(key) is not None and record["peer"] is None:
                 record["peer"] = arguments[key]
         where = f"group {record['group']}" if record["group"] is not None else "all ranks"
         peer = f", {'src' if name == 'broadcast' else 'root'}={record['peer']}" \
             if record["peer"] is not None else ""
-        record["what"] = f"{name}({record['sent']} bytes{peer}, {where})"
+        asynchronous = ", async_op=True" if arguments.get("async_op") else ""
+        record["what"] = f"{name}({record['sent']} bytes{peer}, {where}{asynchronous})"
         return record
+
+    def describe_method(self, method: str, known_as: str, group, args: tuple) -> dict:
+        import torch.distributed as dist
+
+        record = {"name": known_as, "group": None, "peer": None, "sent": 0, "received": 0,
+                  "op": None, "async": True, "dtype": None, "via": f"method {method}"}
+        try:
+            record["group"] = dist.get_process_group_ranks(group)
+        except Exception:
+            try:
+                record["group"] = list(range(group.size()))
+            except Exception:
+                pass
+        position = METHOD_INPUT.get(method, 0)
+        given = args[position] if len(args) > position else None
+        record["_input"] = given
+        record["dtype"] = dtype_of(given)
+        if method in ("send", "recv"):
+            peer = args[1] if len(args) > 1 else None
+            try:
+                peer = record["group"][peer]
+            except (TypeError, IndexError, KeyError):
+                pass
+            record["peer"] = peer
+            record["numel"] = sum(t.numel() for t in tensors_in(given))
+            record["sent" if method == "send" else "received"] = tensor_bytes(given)
+            key = "dst" if method == "send" else "src"
+            record["what"] = (f"{known_as}({key}={peer}, {tensor_bytes(given)} bytes, "
+                              f"through the process group's {method})")
+            return record
+        record["sent"] = tensor_bytes(given) if method != "recv_anysource" else 0
+        for item in args:
+            op = getattr(item, "reduceOp", None)
+            if op is not None:
+                record["op"] = op_name(op)
+        where = f"group {record['group']}" if record["group"] is not None else "a group"
+        record["what"] = (f"{known_as}({record['sent']} bytes, {where}, through the "
+                          f"process group's {method})")
+        return record
+
+    # --- following Works ----------------------------------------------------------------
+
+    def keep(self, record: dict, result, arguments: dict) -> None:
+        """Count a call, and follow the Work it returned to the reader to its wait()."""
+        import torch.distributed as dist
+
+        if not self.counting:
+            return
+        self.records.append(record)
+        if record["by"] != "you" or not isinstance(result, dist.Work):
+            return
+        record["waited"] = False
+        name = record["name"]
+        given = arguments.get("tensor") if name in (*POINT_TO_POINT, *IN_PLACE) else \
+            arguments.get("input", arguments.get("input_tensor"))
+        tensors = tensors_in(given)
+        receiving = name in RECEIVES
+        serial, key = self._serial, id(result)
+        flight = InFlight(weakref.ref(result, lambda _: self.dropped(key, serial)), record,
+                          serial, [], [],
+                          [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                           for t in tensors])
+        if name in IN_PLACE:
+            flight.versions = [(t, t._version) for t in tensors if t._base is None]
+        elif not receiving:
+            flight.sent = [(t, t.detach().clone()) for t in tensors]
+        for other in self._flying.values():  # a buffer still in use by an earlier Work
+            if any(a < d and c < b for a, b in flight.buffers for c, d in other.buffers) \
+                    and (receiving or other.record["name"] in RECEIVES):
+                what = "received into" if receiving else "sent from"
+                self.problems.append(
+                    f"{what} a buffer that its earlier {other.record['what']} was still "
+                    f"using (it had not waited for it): wait() before reusing a buffer, "
+                    f"or use another one")
+                break
+        self._flying[key] = flight
+        self.note(f"work {serial} {record['what']}")
+
+    def dropped(self, key: int, serial: int) -> None:
+        """A Work the reader let go of without waiting for it."""
+        flight = self._flying.pop(key, None)
+        if flight is not None and flight.serial == serial:
+            self.note(f"dropped {serial} {flight.record['what']}")
+
+    def landed(self, work, how: str) -> None:
+        """The reader waited for ``work`` (or handed it on): check what it used."""
+        import torch
+
+        flight = self._flying.get(id(work))
+        if flight is None or flight.work() is not work:
+            return
+        del self._flying[id(work)]
+        flight.record["waited"] = True
+        self.note(f"waited {flight.serial}")
+        changed = any(not torch.equal(tensor, copy) for tensor, copy in flight.sent) or \
+            any(tensor._version != version for tensor, version in flight.versions)
+        if changed:
+            self.problems.append(
+                f"changed a tensor that its {flight.record['what']} was still using, "
+                f"before {how}: a collective or a send may read it until wait() returns")
+
+    def follow_works(self, work_class, future_class) -> None:
+        import torch.futures
+
+        calls = self
+        wait, get_future, is_completed = (work_class.wait, work_class.get_future,
+                                          work_class.is_completed)
+
+        def work_wait(work, *args, **kwargs):
+            flight = calls._flying.get(id(work))
+            if calls._in_hook():
+                calls.hook_waits.append("work.wait()")
+            if flight is None:
+                return wait(work, *args, **kwargs)
+            calls.landed(work, "wait()")
+            with calls.logged(f"wait() on its {flight.record['what']}"):
+                return wait(work, *args, **kwargs)
+
+        def work_get_future(work):
+            calls.landed(work, "get_future()")
+            return get_future(work)
+
+        def work_is_completed(work):
+            done = is_completed(work)
+            if calls._in_hook():
+                calls._local.polls = getattr(calls._local, "polls", 0) + 1
+                if calls._local.polls == 3:
+                    calls.hook_waits.append("work.is_completed() in a loop")
+            if done:
+                calls.landed(work, "is_completed()")
+            return done
+
+        work_class.wait = work_wait
+        work_class.get_future = work_get_future
+        work_class.is_completed = work_is_completed
+        future_wait, then = future_class.wait, future_class.then
+
+        def future_waited(future):
+            if calls._in_hook():
+                calls.hook_waits.append("future.wait()")
+            return future_wait(future)
+
+        def chained(future, callback):
+            def called(*args, **kwargs):
+                calls._local.callback = True  # a callback's waits are on a done future
+                try:
+                    return callback(*args, **kwargs)
+                finally:
+                    calls._local.callback = False
+
+            return then(future, called)
+
+        future_class.wait = future_waited
+        future_class.then = chained
+        wait_all = torch.futures.wait_all
+
+        def waited_all(futures):
+            if calls._in_hook():
+                calls.hook_waits.append("torch.futures.wait_all()")
+            return wait_all(futures)
+
+        replace_everywhere({id(wait_all): wait_all}, {id(wait_all): waited_all})
 
     def unwaited(self) -> list[str]:
         return [record["what"] for record in self.records if record.get("waited") is False]
+
+
+def replace_everywhere(originals: dict, replacements: dict) -> None:
+    """Put ``replacements[id(f)]`` wherever a loaded module holds the function ``f``
+    (torch.distributed, distributed_c10d, and any module that imported it by name)."""
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for key, value in list(names.items()):
+            if id(value) in originals and originals[id(value)] is value:
+                try:
+                    setattr(module, key, replacements[id(value)])
+                except (AttributeError, TypeError):
+                    pass
 
 
 # --- a rank -------------------------------------------------------------------------------
@@ -378,8 +709,9 @@ def rank_entry(rank: int, plan: Plan) -> None:
     os.dup2(printed, 1)
     os.dup2(printed, 2)
     torch.set_num_threads(1)  # small tensors, several ranks on a few cores
+    (folder / f"rank{rank}.pid").write_text(str(os.getpid()))
     lab = importlib.import_module(f"workers.labs.{plan.lab}")
-    calls = Calls(str(folder / f"rank{rank}.log"))
+    calls = Calls(str(folder / f"rank{rank}.log"), plan.path)
     calls.install()
     joined = False
     try:
@@ -390,6 +722,8 @@ def rank_entry(rank: int, plan: Plan) -> None:
         result = lab.on_rank(rank, plan.world_size, solution, calls, plan.given)
         result["calls"] = calls.records
         result["unwaited"] = calls.unwaited()
+        result["problems"] = calls.problems
+        result["hook_waits"] = calls.hook_waits
         torch.save(result, folder / f"rank{rank}.partial")
         os.rename(folder / f"rank{rank}.partial", folder / f"rank{rank}.result")
         with calls.logged("the checker's wait for every rank to return"):
@@ -504,18 +838,25 @@ def run_job(lab, world_size: int, path: Path, timeout: float, given) -> Outcome:
                     folder, given, group_timeout=timeout + 60)
         start_forkserver()
         begin = time.monotonic()
-        with captured_stdout() as said:
-            code = launch(rank_entry, (plan,), world_size, timeout,
-                          preload=(*PRELOAD, *lab.PRELOAD))
+        watchdog = Watchdog(Path(folder), world_size)
+        watchdog.start()
+        try:
+            with captured_stdout() as said:
+                code = launch(rank_entry, (plan,), world_size, timeout,
+                              preload=(*PRELOAD, *lab.PRELOAD))
+        finally:
+            watchdog.stop()
         outcome = Outcome(world_size, time.monotonic() - begin)
         outcome.launcher_said = "".join(said).strip() if code else ""
         outcome.timed_out = "still running after" in outcome.launcher_said
+        if watchdog.stalled_at is not None:  # every rank blocked, none moving: stopped
+            outcome.timed_out, outcome.stalled = True, watchdog.stalled_at - begin
         for rank in range(world_size):
             base = Path(folder) / f"rank{rank}"
             if base.with_suffix(".result").exists():
                 outcome.results[rank] = torch.load(base.with_suffix(".result"),
                                                    weights_only=False)
-            elif base.with_suffix(".error").exists():
+            elif base.with_suffix(".error").exists() and watchdog.stalled_at is None:
                 outcome.raised[rank] = torch.load(base.with_suffix(".error"),
                                                   weights_only=False)
             if base.with_suffix(".log").exists():
@@ -536,6 +877,61 @@ def run_job(lab, world_size: int, path: Path, timeout: float, given) -> Outcome:
         return outcome
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# How long every rank of a job may sit blocked in a call, with no rank writing a line of its
+# log, before the job is called a deadlock and stopped (its timeout is the last resort).
+STALLED = 2.5
+
+
+class Watchdog:
+    """Stops a job early when it can no longer move: every rank is inside a call (a
+    collective, a receive, a store's wait, DDP's backward) and no rank has logged anything
+    for ``STALLED`` seconds. A rank busy in Python is in no call, so a slow solution is not
+    taken for a deadlock."""
+
+    def __init__(self, folder: Path, world_size: int):
+        self.folder, self.world_size = folder, world_size
+        self.stalled_at: float | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        logs = [self.folder / f"rank{rank}.log" for rank in range(self.world_size)]
+        sizes, since = None, time.monotonic()
+        while not self._done.wait(0.2):
+            try:
+                now_sizes = [log.stat().st_size for log in logs]
+            except OSError:  # a rank not started yet
+                sizes, since = None, time.monotonic()
+                continue
+            if now_sizes != sizes:
+                sizes, since = now_sizes, time.monotonic()
+                continue
+            if time.monotonic() - since < STALLED:
+                continue
+            if all(read_log(log)[0].startswith("waiting in ") for log in logs):
+                self.stalled_at = time.monotonic()
+                self._stop_ranks()
+                return
+            since = time.monotonic()
+
+    def _stop_ranks(self) -> None:
+        import signal
+
+        for rank in range(self.world_size):
+            try:
+                pid = int((self.folder / f"rank{rank}.pid").read_text())
+                os.kill(pid, signal.SIGKILL)  # launch() sees it and stops the job
+            except (OSError, ValueError):
+                pass
 
 
 def read_log(log: Path) -> tuple[str, list[str]]:
@@ -574,8 +970,7 @@ def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
         return [Finding(False, f"rank {first} raised {error['line']}{where}{also}")]
     if outcome.timed_out:
         done = sorted(outcome.results)
-        texts = [f"deadlock: the ranks were still running after {outcome.seconds:.0f} s "
-                 f"and were stopped"]
+        texts = [deadlock_line(outcome)]
         forgotten = {**outcome.dropped,
                      **{rank: outcome.results[rank]["unwaited"] for rank in done
                         if outcome.results[rank]["unwaited"]}}
@@ -583,7 +978,8 @@ def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
             rank, works = min(forgotten.items())
             texts[0] = (f"forgotten wait(): rank {rank} never waited for the Work of its "
                         f"{works[0]}{' and more' if len(works) > 1 else ''}, and the job "
-                        f"hung: every rank was stopped after {outcome.seconds:.0f} s")
+                        f"hung: every rank was stopped after "
+                        f"{outcome.stalled or outcome.seconds:.0f} s")
         elif outcome.waiting and all(
                 re.search(r"waiting in (recv|wait\(\) on its irecv)", where)
                 for where in outcome.waiting.values()) and not done:
@@ -615,20 +1011,57 @@ def calls_named(where: str) -> str:
         (f" in {group.group(0)}" if group else "")
 
 
+def deadlock_line(outcome: Outcome) -> str:
+    if outcome.stalled is not None:
+        return (f"deadlock: after {outcome.stalled:.0f} s every rank was blocked in a call "
+                f"and none had moved for {STALLED:g} s; the ranks were stopped")
+    return (f"deadlock: the ranks were still running after {outcome.seconds:.0f} s and "
+            f"were stopped")
+
+
 def wait_findings(outcome: Outcome) -> list[Finding]:
-    """Every Work an isend/irecv (or an async_op=True call) returned was waited for."""
+    """Every Work an isend/irecv (or an async_op=True call) returned was waited for, and
+    nothing it used was touched before: a changed send buffer, a buffer received into
+    while an earlier Work still used it."""
+    for rank, result in sorted(outcome.results.items()):
+        if result.get("problems"):
+            return [Finding(False, f"rank {rank} {result['problems'][0]}")]
     forgotten = {rank: result["unwaited"] for rank, result in outcome.results.items()
                  if result["unwaited"]}
     if not forgotten:
         if any("waited" in call for call in outcome.all_calls()):
             return [Finding(True, "every Work (from isend, irecv or async_op=True) was "
-                                  "waited for")]
+                                  "waited for, and nothing it used changed before")]
         return []
-    rank, works = next(iter(forgotten.items()))
+    rank, works = min(forgotten.items())
     return [Finding(False, f"forgotten wait(): rank {rank} never waited for {len(works)} "
                            f"Work(s), the first from {works[0]}; until wait() returns, a "
                            f"sent buffer may still be read and a received one is not "
                            f"yet written")]
+
+
+def how_called(call: dict) -> str:
+    """``all_reduce``, and how the reader reached it when not by the function itself."""
+    said = call["name"]
+    via = call.get("via", "function")
+    if via.startswith("method "):
+        said += f" (through the process group's {via.removeprefix('method ')} method)"
+    elif via == "functional collectives":
+        said += " (through torch.distributed._functional_collectives)"
+    by = call.get("by", "you")
+    if by.startswith("torch "):
+        said += f" (made for you by {by.removeprefix('torch ')})"
+    return said
+
+
+def forbidden_finding(outcome: Outcome, allowed, lesson: str) -> Finding | None:
+    """The first call of a function the lab does not allow, said as the reader knows it,
+    whichever road it took (another module's name, a partial, the process group)."""
+    for rank, result in sorted(outcome.results.items()):
+        for call in result["calls"]:
+            if call["name"] not in allowed:
+                return Finding(False, f"rank {rank} called {how_called(call)}: {lesson}")
+    return None
 
 
 def calls_summary(calls: list[dict]) -> str:

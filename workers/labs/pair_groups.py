@@ -1,16 +1,21 @@
 """Lab pair_groups (process_groups): groups of two with new_group, each summing its own.
 
-Rank r starts from 2**r, so a sum says exactly which ranks it added up. Ranks 2k and
-2k+1 must end with 2**(2k) + 2**(2k+1). The checker also compares every rank's
-new_group calls: new_group is collective, so every rank makes the same calls in the same
-order, even for the groups it is not in.
+Rank r starts from 2**r times a few random whole numbers (the same on every rank), so a
+sum says exactly which ranks it added up. Ranks 2k and 2k+1 must end with their two
+values summed, by an all_reduce in a group of their own that dist.new_group made: a
+swap with the partner (isend/irecv), a world-wide all_gather_object or an all_reduce of
+every rank's values gets the numbers right and fails here. The checker also compares
+every rank's new_group calls: new_group is collective, so every rank makes the same calls
+in the same order, even for the groups it is not in; with use_local_synchronization=True
+(PyTorch 2.1 and later) only a group's members take part, and a rank may make only its
+own pair's group.
 """
 
 from __future__ import annotations
 
 import re
 
-from workers.labs.harness import BadInput, Finding, list_of
+from workers.labs.harness import BadInput, Finding, forbidden_finding, how_called, list_of
 
 CHAPTER = "process_groups"
 FUNCTION = "pair_sum"
@@ -22,12 +27,13 @@ WORLD_SIZES = (2, 4, 6)  # the page's exercise has 8 ranks
 GROUP = True
 PRELOAD = ()
 TIMEOUT = 6.0
+ALLOWED = ("new_group", "all_reduce")
 
 
-def setup(world_size: int) -> dict:
+def setup(world_size: int, rng) -> dict:
     if world_size % 2:
         raise BadInput(f"pair_groups needs an even world size, got {world_size}")
-    return {}
+    return {"factors": [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]}
 
 
 def describe(world_size: int, given: dict) -> str:
@@ -37,10 +43,10 @@ def describe(world_size: int, given: dict) -> str:
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     import torch
 
-    tensor = torch.tensor([2.0 ** rank])
+    tensor = torch.tensor(given["factors"], dtype=torch.float32) * 2.0 ** rank
     with calls.reader():
         solution(tensor)
-    return {"result": tensor.item()}
+    return {"result": tensor}
 
 
 def summed(value: float) -> list[int]:
@@ -49,38 +55,71 @@ def summed(value: float) -> list[int]:
     return [r for r in range(bits.bit_length()) if bits >> r & 1]
 
 
-def group_calls(calls) -> list:
-    return [call.get("ranks") for call in calls if call["name"] == "new_group"]
+def group_calls(calls, local: bool = False) -> list:
+    return [call.get("ranks") for call in calls
+            if call["name"] == "new_group" and call.get("local", False) == local]
 
 
 def judge(world_size: int, outcome, given: dict) -> list:
+    import torch
+
+    every = outcome.all_calls()
+    if not any(call["name"] == "new_group" for call in every):
+        others = sorted({how_called(call) for call in every})
+        used = f" (it used {list_of(others)})" if others else ""
+        return [Finding(False, f"no rank made a group with dist.new_group{used}: this lab "
+                               f"sums each pair in a group of its own, "
+                               f"new_group([2k, 2k+1]), with all_reduce(..., group=)")]
+    forbidden = forbidden_finding(outcome, ALLOWED, "this lab sums each pair with "
+                                  "all_reduce in the pair's own group, and calls nothing "
+                                  "else")
+    if forbidden:
+        return [forbidden]
     made = {rank: group_calls(outcome.calls(rank)) for rank in outcome.results}
     if len({repr(groups) for groups in made.values()}) > 1:
         return [Finding(False, different_groups(made))]
+    factors = torch.tensor(given["factors"], dtype=torch.float32)
     for rank, result in sorted(outcome.results.items()):
         pair = [rank - rank % 2, rank - rank % 2 + 1]
-        got = result["result"]
-        if got == 2.0 ** pair[0] + 2.0 ** pair[1]:
+        got = result["result"] / factors
+        if torch.equal(got, torch.full_like(got, 2.0 ** pair[0] + 2.0 ** pair[1])):
             continue
-        if abs(got - round(got)) > 0 or got < 1:
-            return [Finding(False, f"rank {rank} holds {got}, not a sum of the ranks' "
-                                   f"values")]
-        ranks = summed(got)
+        value = got[0].item()
+        if abs(value - round(value)) > 0 or value < 1 or not torch.all(got == got[0]):
+            return [Finding(False, f"rank {rank} holds {result['result'].tolist()}, not a "
+                                   f"sum of the ranks' values")]
+        ranks = summed(value)
         if ranks == list(range(world_size)):
             return [Finding(False, f"rank {rank} holds the sum of all {world_size} ranks, "
                                    f"not of its pair: pass group= to all_reduce")]
         return [Finding(False, f"rank {rank} holds the sum of rank{'s' * (len(ranks) > 1)} "
                                f"{list_of(ranks)}: its pair is ranks {pair[0]} and "
                                f"{pair[1]}")]
-    reduces = [c for c in outcome.all_calls() if c["name"] == "all_reduce"]
-    if any(c["group"] is None for c in reduces):
-        return [Finding(True, "every rank holds the sum of its pair"),
-                Finding(False, "an all_reduce ran without group=, over every rank (at "
-                               "world size 2 every rank is one pair, by chance): pass "
-                               "group=")]
-    return [Finding(True, "every rank holds the sum of its pair, 2**(2k) + 2**(2k+1)"),
-            Finding(True, f"every rank made the same {len(next(iter(made.values())))} "
-                          f"new_group calls, in the same order")]
+    for rank, result in sorted(outcome.results.items()):
+        pair = [rank - rank % 2, rank - rank % 2 + 1]
+        for call in result["calls"]:
+            if call["name"] != "all_reduce":
+                continue
+            if call["group"] is None:
+                return [Finding(True, "every rank holds the sum of its pair"),
+                        Finding(False, "an all_reduce ran without group=, over every rank "
+                                       "(at world size 2 every rank is one pair, by "
+                                       "chance): pass group=")]
+            if sorted(call["group"]) != pair:
+                return [Finding(True, "every rank holds the sum of its pair"),
+                        Finding(False, f"rank {rank} all-reduced in the group of ranks "
+                                       f"{list_of(call['group'])}: its pair's group is "
+                                       f"ranks {pair[0]} and {pair[1]}")]
+    local = {rank: group_calls(outcome.calls(rank), local=True) for rank in outcome.results}
+    own = sum(1 for groups in local.values() for ranks in groups
+              if ranks is not None and len(ranks) == 2)
+    said = (f"every rank made the same {len(next(iter(made.values())))} new_group calls, "
+            f"in the same order")
+    if own:
+        said = ("each rank made its own pair's group with use_local_synchronization=True "
+                "(only the pair's members take part)")
+    return [Finding(True, "every rank holds the sum of its pair, and only of its pair"),
+            Finding(True, said)]
 
 
 def different_groups(made: dict) -> str:
@@ -89,7 +128,8 @@ def different_groups(made: dict) -> str:
     return (f"the ranks made different new_group calls: rank {first} "
             f"{shown_groups(made[first])}, rank {other} {shown_groups(made[other])}; "
             f"new_group is collective: every rank calls it for every group, members or "
-            f"not, in the same order")
+            f"not, in the same order (or pass use_local_synchronization=True, and only a "
+            f"group's members call it)")
 
 
 def shown_groups(groups: list) -> str:
@@ -102,9 +142,20 @@ def explain(world_size: int, outcome, given: dict) -> list:
     made = {}
     for rank, lines in outcome.logs.items():
         made[rank] = [eval_ranks(m.group(1)) for line in lines
-                      for m in [re.match(r"enter \d+ new_group\((.*)\)$", line)] if m]
+                      for m in [re.match(r"enter \d+ new_group\(([^=]*)\)$", line)] if m]
     if len({repr(groups) for groups in made.values()}) > 1:
         return [different_groups(made)]
+    local, pattern = {}, r"enter \d+ new_group\((.*), use_local_synchronization"
+    for rank, lines in outcome.logs.items():
+        local[rank] = [eval_ranks(m.group(1)) for line in lines
+                       for m in [re.match(pattern, line)] if m]
+    for rank, groups in sorted(local.items()):
+        for ranks in groups:
+            missing = [r for r in ranks or [] if r in local and ranks not in local[r]]
+            if missing:
+                return [f"rank {rank} made new_group({ranks}, use_local_synchronization="
+                        f"True), which rank {missing[0]} never made: with "
+                        f"use_local_synchronization every member of a group must make it"]
     for rank, where in sorted(outcome.waiting.items()):
         group = re.search(r"all_reduce\(.*group \[(\d+), (\d+)\]", where)
         pair = [rank - rank % 2, rank - rank % 2 + 1]

@@ -4,14 +4,20 @@ Every rank starts from a tensor of whole numbers of its own (so any order of add
 gives the same sum, exactly), and must end with the sum dist.all_reduce gives. The
 traffic is the lesson: a ring sends 2(N-1) messages of 1/N of the tensor per rank, to one
 neighbour, and receives them from the other. Whole tensors sent round the ring give the
-right sum at N/2 times the traffic, and fail here.
+right sum at N/2 times the traffic, and fail here. So does a ring that gets the right sum
+by luck: one that changes a chunk its isend is still sending, or receives into a buffer
+an earlier isend or irecv still uses, before wait() (the checker compares what each send
+used before and at its wait, and the addresses of every buffer in flight). The chunk
+length and the values are random.
 """
 
 from __future__ import annotations
 
 from workers.labs.harness import (
+    POINT_TO_POINT,
     Finding,
     all_reduced_in_place,
+    forbidden_finding,
     integer_values,
     list_of,
     wait_findings,
@@ -26,30 +32,35 @@ WORLD_SIZES = (2, 3, 5)  # the page runs 4 ranks
 GROUP = True
 PRELOAD = ()
 TIMEOUT = 6.0
-CHUNK = 4  # elements per chunk
 
 
-def setup(world_size: int) -> dict:
-    return {"numel": CHUNK * world_size}
+def setup(world_size: int, rng) -> dict:
+    return {"numel": rng.randint(2, 6) * world_size, "seed": rng.randrange(1_000_000)}
 
 
 def describe(world_size: int, given: dict) -> str:
     return f", {given['numel']} elements"
 
 
-def start_values(rank: int, numel: int):
-    return integer_values(1000 + rank, numel)
+def start_values(rank: int, given: dict):
+    return integer_values(given["seed"] + rank, given["numel"])
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
-    return all_reduced_in_place(rank, 1000, given["numel"], solution, calls)
+    return all_reduced_in_place(rank, given["seed"], given["numel"], solution, calls)
 
 
 def judge(world_size: int, outcome, given: dict) -> list:
+    forbidden = forbidden_finding(outcome, POINT_TO_POINT, "a ring by hand uses only "
+                                  "isend and irecv (or send and recv), no collective")
+    if forbidden:
+        return [forbidden]
+    waits = wait_findings(outcome)
+    if any(not finding.held for finding in waits):  # the cause of any wrong sum
+        return waits
     findings = [result_finding(world_size, outcome, given)]
     findings += traffic_findings(world_size, outcome)
-    findings += wait_findings(outcome)
-    return findings
+    return findings + waits
 
 
 def result_finding(world_size: int, outcome, given: dict) -> Finding:
@@ -59,7 +70,7 @@ def result_finding(world_size: int, outcome, given: dict) -> Finding:
         got, expected = result["result"], result["expected"]
         if torch.equal(got, expected):
             continue
-        start = start_values(rank, given["numel"])
+        start = start_values(rank, given)
         if torch.equal(got, start):
             return Finding(False, f"rank {rank}'s tensor is unchanged: the sum must be "
                                   f"written into the tensor given, in place")
@@ -79,11 +90,6 @@ def result_finding(world_size: int, outcome, given: dict) -> Finding:
 def traffic_findings(world_size: int, outcome) -> list:
     n = world_size
     expected_fraction, expected_messages = 2 * (n - 1) / n, 2 * (n - 1)
-    collectives = sorted({call["name"] for call in outcome.all_calls()
-                          if call["name"] not in ("isend", "irecv", "send", "recv")})
-    if collectives:
-        return [Finding(False, f"called {list_of(collectives)}: a ring by hand uses only "
-                               f"isend and irecv (or send and recv)")]
     for rank, result in sorted(outcome.results.items()):
         sends = [c for c in result["calls"] if c["name"] in ("isend", "send")]
         receives = [c for c in result["calls"] if c["name"] in ("irecv", "recv")]
