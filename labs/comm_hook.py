@@ -19,11 +19,14 @@ def fp16_average_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[to
     ``bucket.buffer()``, holding the mean over all ranks of their buffers. DDP waits for
     it and writes that value into the parameters' ``.grad``.
 
-    How: cast the buffer to float16 (2 bytes a value instead of 4), all-reduce it
-    asynchronously, ``dist.all_reduce(..., async_op=True)``, which returns a Work, and
-    chain the rest on the Work's future (``work.get_future().then(...)``): divide by the
-    world size, cast back to the buffer's dtype. Do not wait inside the hook: backward
-    goes on with the next buckets while this one travels.
+    How: cast the buffer to float16 (2 bytes a value instead of 4; not bfloat16, which is
+    as small with fewer digits), all-reduce it asynchronously, ``dist.all_reduce(...,
+    async_op=True)``, which returns a Work, and chain the rest on the Work's future
+    (``work.get_future().then(...)``): divide by the world size, cast back to the
+    buffer's dtype. Do not wait inside the hook (no ``work.wait()``, ``future.wait()``,
+    nor ``work.is_completed()`` in a loop; inside a ``then`` callback the future is done,
+    and reading it is fine): backward goes on with the next buckets while this one
+    travels. Write the hook yourself: not PyTorch's ``fp16_compress_hook``.
 
     May call: dist.get_world_size(), dist.all_reduce with async_op=True, Work.get_future(),
     Future.then, Future.value(), and torch tensor operations.

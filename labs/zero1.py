@@ -20,8 +20,9 @@ def zero1_optimizer(model: nn.Module, lr: float) -> Callable[[], None]:
     After each ``step()``: every rank's model holds exactly the weights DDP with
     ``torch.optim.Adam(model.parameters(), lr=lr)`` would hold: Adam applied to the
     gradients averaged over the ranks. The Adam state (``exp_avg``, ``exp_avg_sq``) is
-    sharded: each rank keeps it for its own 1/N of the values only (N the world size),
-    and no value's state is kept twice.
+    sharded: each rank keeps it for its own 1/N of the values only (N the world size:
+    an even split, not whole parameters dealt round the ranks), and no value's state is
+    kept twice.
 
     How: cut each parameter's flattened values into N equal parts (pad with zeros); this
     rank owns part ``rank`` of each. Make one ``torch.optim.Adam(parts, lr=lr)`` over
@@ -32,7 +33,8 @@ def zero1_optimizer(model: nn.Module, lr: float) -> Callable[[], None]:
 
     May call: dist.get_rank(), dist.get_world_size(), dist.reduce_scatter_tensor,
     dist.all_gather_into_tensor (or dist.all_reduce, dist.broadcast), torch.optim.Adam,
-    and torch tensor operations. Every rank must make the same collective calls.
+    and torch tensor operations. Every rank must make the same collective calls. Not
+    torch.distributed.optim.ZeroRedundancyOptimizer: this is the lab that builds it.
     """
     raise NotImplementedError("write zero1_optimizer, then run: "
                               "python -m workers.labs check zero1")

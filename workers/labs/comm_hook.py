@@ -4,13 +4,19 @@ Every rank trains the same small tower twice, from the same weights, on its own 
 once under DDP with the reader's hook registered (buckets kept small, so there are
 several), once under DDP's default averaging. After the first backward the hook's
 gradients must be the default's, to float16's precision; every all_reduce the hook makes
-must be asynchronous (its future returned to DDP) and send 2 bytes per gradient value;
-after four steps every rank's weights must be identical, and close to the default's.
+must be asynchronous (its future returned to DDP, never waited for inside the hook: no
+work.wait(), future.wait(), or is_completed() in a loop) and send float16, 2 bytes per
+gradient value (bfloat16 is 2 bytes too, and fails); after four steps every rank's
+weights must be identical, and close to the default's. The initial weights and the data
+come from the job's seed. PyTorch's own fp16_compress_hook would pass all that: a hook
+that hands the bucket to it is told to write its own.
 """
 
 from __future__ import annotations
 
-from workers.labs.harness import Finding, wait_findings
+import functools
+
+from workers.labs.harness import Finding, forbidden_finding, wait_findings
 
 CHAPTER = "ddp_internals"
 FUNCTION = "fp16_average_hook"
@@ -25,27 +31,27 @@ STEPS = 4
 BUCKET_MB = 0.002  # about 500 float32 gradients per bucket: the tower fills several
 
 
-def setup(world_size: int) -> dict:
-    return {}
+def setup(world_size: int, rng) -> dict:
+    return {"seed": rng.randrange(1_000_000)}
 
 
 def describe(world_size: int, given: dict) -> str:
     return f", {STEPS} steps"
 
 
-def tower():
+def tower(seed: int):
     import torch
     from torch import nn
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
                          nn.Linear(32, 4))
 
 
-def inputs(rank: int, step: int):
+def inputs(seed: int, rank: int, step: int):
     import torch
 
-    generator = torch.Generator().manual_seed(1000 * step + rank)
+    generator = torch.Generator().manual_seed(seed + 1000 * step + rank)
     return torch.randn(8, 16, generator=generator)
 
 
@@ -53,16 +59,22 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    hooked = DDP(tower(), bucket_cap_mb=BUCKET_MB)
-    hooked.register_comm_hook(None, solution)
-    default = DDP(tower(), bucket_cap_mb=BUCKET_MB)
+    @functools.wraps(solution)  # DDP reads the reader's signature through it
+    def hook(state, bucket):
+        with calls.hook():
+            return solution(state, bucket)
+
+    seed = given["seed"]
+    hooked = DDP(tower(seed), bucket_cap_mb=BUCKET_MB)
+    hooked.register_comm_hook(None, hook)
+    default = DDP(tower(seed), bucket_cap_mb=BUCKET_MB)
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (hooked, default)]
     first = {}
     sent = []
     for step in range(STEPS):
         for model, optimizer in zip((hooked, default), optimizers):
             optimizer.zero_grad()
-            loss = model(inputs(rank, step)).pow(2).mean()
+            loss = model(inputs(seed, rank, step)).pow(2).mean()
             if model is hooked:
                 before = len(calls.records)
                 with calls.reader():
@@ -83,6 +95,39 @@ def judge(world_size: int, outcome, given: dict) -> list:
     import torch
 
     n = world_size
+    forbidden = forbidden_finding(outcome, ("all_reduce",), "the hook averages each "
+                                  "bucket with one asynchronous all_reduce")
+    if forbidden:
+        return [forbidden]
+    reduces = [c for c in outcome.all_calls() if c["name"] == "all_reduce"]
+    library = next((c for c in reduces if c["by"].startswith("torch ")), None)
+    if library:
+        return [Finding(False, f"the hook's all_reduce was made by PyTorch's "
+                               f"{library['by'].removeprefix('torch ')} (its "
+                               f"fp16_compress_hook or a helper of it): this lab asks you "
+                               f"to write the hook, cast, all_reduce and then() yourself")]
+    for rank, result in sorted(outcome.results.items()):
+        if result["hook_waits"]:
+            return [Finding(False, f"rank {rank}'s hook waited inside itself "
+                                   f"({result['hook_waits'][0]}): backward stalls on every "
+                                   f"bucket; return the Work's future, "
+                                   f"work.get_future().then(...), and let DDP wait for it")]
+    if any(not c.get("async") for c in reduces):
+        return [Finding(False, "the hook's all_reduce ran synchronously: backward waits "
+                               "for every bucket; pass async_op=True and return the Work's "
+                               "future (get_future())")]
+    odd = next((c for c in reduces if c["dtype"] != "float16"), None)
+    if odd:
+        return [Finding(False, f"the hook all-reduced {odd['dtype']}, not float16: cast "
+                               f"the bucket with .to(torch.float16) (this lab asks for "
+                               f"float16; bfloat16 is as small, with fewer digits)")]
+    waits = [finding for finding in wait_findings(outcome) if not finding.held]
+    if waits:
+        if waits[0].text.startswith("forgotten wait()"):
+            waits[0].text += ("; a hook hands the Work on instead: return "
+                              "work.get_future().then(...), not a future of its own set "
+                              "before the all_reduce is done")
+        return waits
     findings = []
     for rank, result in sorted(outcome.results.items()):
         pairs = list(zip(result["hooked"], result["default"]))
@@ -100,13 +145,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
     else:
         findings.append(Finding(True, "after backward, the gradients are DDP's average, to "
                                       "float16's precision"))
-    reduces = [c for c in outcome.all_calls() if c["name"] == "all_reduce"]
     if not reduces:
         return findings + [Finding(False, "the hook called no all_reduce")]
-    if any(not c.get("async") for c in reduces):
-        findings.append(Finding(False, "the hook's all_reduce ran synchronously: backward "
-                                       "waits for every bucket; pass async_op=True and "
-                                       "return the Work's future (get_future())"))
     result = outcome.results[0]
     per_value = result["sent"][0] / result["values"]
     if abs(per_value - 2) > 1e-9:
@@ -117,7 +157,6 @@ def judge(world_size: int, outcome, given: dict) -> list:
         findings.append(Finding(True, f"each step sent {result['sent'][0]} bytes per rank "
                                       f"for {result['values']} gradient values: 2 each, "
                                       f"half of float32's"))
-    findings += wait_findings(outcome)
     weights = {rank: result["weights"] for rank, result in outcome.results.items()}
     apart = max((a - b).abs().max().item() for rank in weights
                 for a, b in zip(weights[rank], weights[0]))

@@ -319,7 +319,6 @@ class Calls:
     def hook(self):
         """The block is the reader's communication hook: a wait inside it is noted."""
         self._local.hook = True
-        self._local.polls = 0
         try:
             yield
         finally:
@@ -612,7 +611,7 @@ class Calls:
 
         def work_wait(work, *args, **kwargs):
             flight = calls._flying.get(id(work))
-            if calls._in_hook():
+            if calls._in_hook() and not getattr(calls._local, "inside", 0):
                 calls.hook_waits.append("work.wait()")
             if flight is None:
                 return wait(work, *args, **kwargs)
@@ -626,10 +625,8 @@ class Calls:
 
         def work_is_completed(work):
             done = is_completed(work)
-            if calls._in_hook():
-                calls._local.polls = getattr(calls._local, "polls", 0) + 1
-                if calls._local.polls == 3:
-                    calls.hook_waits.append("work.is_completed() in a loop")
+            if calls._in_hook():  # a hook that asks is waiting for the answer
+                calls.hook_waits.append("work.is_completed(), asked until it is done")
             if done:
                 calls.landed(work, "is_completed()")
             return done
@@ -640,7 +637,7 @@ class Calls:
         future_wait, then = future_class.wait, future_class.then
 
         def future_waited(future):
-            if calls._in_hook():
+            if calls._in_hook() and not getattr(calls._local, "inside", 0):
                 calls.hook_waits.append("future.wait()")
             return future_wait(future)
 

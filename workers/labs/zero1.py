@@ -3,14 +3,17 @@
 Every rank trains the same small float64 tower on its own data with the reader's step;
 rank 0 also trains it in one process on every rank's data with a whole Adam, which is
 what DDP computes. After three steps the weights must equal that to 1e-10 on every rank,
-and the Adam state (exp_avg and exp_avg_sq) the ranks hold must add up to one copy: each
-rank about 1/N of it, none the whole. The checker finds the optimizers in each rank's
-memory (the garbage collector's list of objects): instrumentation, not lesson code.
+and the Adam state (exp_avg and exp_avg_sq) the ranks hold must add up to one copy, split
+evenly: each rank 1/N of it, give or take the padding (a split by whole parameters can
+leave most of it on one rank, and fails). The checker finds the optimizers in each
+rank's memory (the garbage collector's list of objects): instrumentation, not lesson
+code. PyTorch's ZeroRedundancyOptimizer is what the lab builds by hand, and fails. The
+tower's width, the learning rate, the weights and the data are random, from the seed.
 """
 
 from __future__ import annotations
 
-from workers.labs.harness import Finding
+from workers.labs.harness import FAMILIES, Finding, forbidden_finding, wait_findings
 
 CHAPTER = "sharding"
 FUNCTION = "zero1_optimizer"
@@ -22,55 +25,64 @@ GROUP = True
 PRELOAD = ("torch._dynamo",)
 TIMEOUT = 10.0
 STEPS = 3
-LR = 0.01
 TOLERANCE = 1e-10
+ALLOWED = (*FAMILIES["reduce_scatter"], *FAMILIES["all_gather"], *FAMILIES["all_reduce"],
+           "broadcast")
 
 
-def setup(world_size: int) -> dict:
-    return {}
+def setup(world_size: int, rng) -> dict:
+    return {"seed": rng.randrange(1_000_000), "width": rng.randint(9, 17),
+            "lr": rng.choice([0.005, 0.01, 0.02])}
 
 
 def describe(world_size: int, given: dict) -> str:
     return f", {STEPS} Adam steps"
 
 
-def tower():
+def tower(given: dict):
     import torch
     from torch import nn
 
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(),
-                         nn.Linear(16, 4)).double()
+    torch.manual_seed(given["seed"])
+    width = given["width"]
+    return nn.Sequential(nn.Linear(8, width), nn.Tanh(), nn.Linear(width, width),
+                         nn.Tanh(), nn.Linear(width, 4)).double()
 
 
-def inputs(rank: int, step: int):
+def inputs(given: dict, rank: int, step: int):
     import torch
 
-    generator = torch.Generator().manual_seed(1000 * step + rank)
+    generator = torch.Generator().manual_seed(given["seed"] + 1000 * step + rank)
     return torch.randn(6, 8, generator=generator, dtype=torch.float64)
 
 
-def adam_state_values() -> int:
-    """How many numbers the optimizers in this process hold as state (steps not counted)."""
+def optimizers() -> list:
     import gc
 
     import torch
 
-    found = [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
-    return sum(value.numel() for optimizer in found for state in optimizer.state.values()
+    return [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
+
+
+def adam_state_values() -> int:
+    """How many numbers the optimizers in this process hold as state (steps not counted)."""
+    import torch
+
+    return sum(value.numel() for optimizer in optimizers()
+               for state in optimizer.state.values()
                for key, value in state.items()
                if isinstance(value, torch.Tensor) and key != "step")
 
 
-def single(world_size: int, scale: float = 1.0):
+def single(world_size: int, given: dict, scale: float = 1.0):
     """One process, every rank's inputs at once, a whole Adam: DDP's computation.
     ``scale``: the gradients times this (N: summed over ranks instead of averaged)."""
     import torch
 
-    model = tower()
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    model = tower(given)
+    optimizer = torch.optim.Adam(model.parameters(), lr=given["lr"])
     for step in range(STEPS):
-        batch = torch.cat([inputs(rank, step) for rank in range(world_size)])
+        batch = torch.cat([inputs(given, rank, step) for rank in range(world_size)])
         optimizer.zero_grad()
         (model(batch).pow(2).mean() * scale).backward()
         optimizer.step()
@@ -78,26 +90,28 @@ def single(world_size: int, scale: float = 1.0):
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
-    model = tower()
+    model = tower(given)
     before = adam_state_values()
     with calls.reader():
-        step = solution(model, LR)
+        step = solution(model, given["lr"])
     if not callable(step):
         raise TypeError(f"zero1_optimizer returned {type(step).__name__}, not a function "
                         f"step()")
     for s in range(STEPS):
         for parameter in model.parameters():
             parameter.grad = None
-        model(inputs(rank, s)).pow(2).mean().backward()
+        model(inputs(given, rank, s)).pow(2).mean().backward()
         with calls.reader():
             step()
     result = {"weights": [p.detach().clone() for p in model.parameters()],
               "state": adam_state_values() - before,
               "values": sum(p.numel() for p in model.parameters()),
-              "tensors": len(list(model.parameters()))}
+              "tensors": len(list(model.parameters())),
+              "optimizers": sorted({type(o).__name__ for o in optimizers()})}
     if rank == 0:
-        result["single"] = single(world_size)
-        result["summed"] = single(world_size, scale=world_size)
+        result["single"] = single(world_size, given)
+        result["summed"] = single(world_size, given, scale=world_size)
+        result["halved"] = single(world_size, given, scale=1 / world_size)
     return result
 
 
@@ -113,6 +127,25 @@ def judge(world_size: int, outcome, given: dict) -> list:
     n = world_size
     results = outcome.results
     first = results[0]
+    library = sorted({name for r in results.values() for name in r["optimizers"]
+                      if name == "ZeroRedundancyOptimizer"})
+    if library:
+        return [Finding(False, "used PyTorch's ZeroRedundancyOptimizer: this lab builds "
+                               "ZeRO-1 by hand (a torch.optim.Adam over this rank's part, "
+                               "reduce-scatter the gradients, all-gather the updated "
+                               "parts)")]
+    forbidden = forbidden_finding(outcome, ALLOWED, "ZeRO-1 needs a reduce-scatter and an "
+                                  "all-gather (or all_reduce and broadcast), nothing else")
+    if forbidden:
+        return [forbidden]
+    if not any(call["name"] in (*FAMILIES["reduce_scatter"], *FAMILIES["all_reduce"])
+               for call in outcome.all_calls()):
+        return [Finding(False, "no rank summed the gradients over the ranks: each stepped "
+                               "its part with its own gradient; reduce-scatter them (or "
+                               "all_reduce them), then divide by the world size")]
+    waits = [finding for finding in wait_findings(outcome) if not finding.held]
+    if waits:
+        return waits
     apart = max(largest_difference(r["weights"], first["weights"])
                 for r in results.values())
     if apart > 0:
@@ -126,6 +159,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
             text = (f"the weights are {off:.1e} from DDP's: they match Adam on gradients "
                     f"summed over the ranks, not averaged: divide by the world size (Adam "
                     f"hides most of the factor, not all of it)")
+        elif largest_difference(first["weights"], first["halved"]) <= TOLERANCE:
+            text = (f"the weights are {off:.1e} from DDP's: they match Adam on the mean "
+                    f"divided by the world size again: divide once (ReduceOp.AVG already "
+                    f"divides)")
         else:
             text = (f"after {STEPS} steps the weights are {off:.1e} from DDP's with Adam "
                     f"(one process, every rank's data)")
@@ -135,6 +172,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
     whole = 2 * first["values"]  # exp_avg and exp_avg_sq for every value
     held = {rank: result["state"] for rank, result in results.items()}
     padding = 2 * first["tensors"] * n  # what padding each tensor to N parts may add
+    fair = 2 * (-(-first["values"] // n) + first["tensors"])  # 1/N, and a part's padding
     if max(held.values()) >= whole:
         rank = max(held, key=held.get)
         findings.append(Finding(False, f"rank {rank} holds {held[rank]} numbers of Adam "
@@ -147,6 +185,14 @@ def judge(world_size: int, outcome, given: dict) -> list:
         findings.append(Finding(False, f"the ranks hold {sum(held.values())} numbers of "
                                        f"Adam state together, more than one copy "
                                        f"({whole}): a value's state lives on one rank"))
+    elif max(held.values()) > fair:
+        rank = max(held, key=held.get)
+        share = held[rank] / sum(held.values())
+        findings.append(Finding(False, f"rank {rank} holds {share:.0%} of the Adam state "
+                                       f"({held[rank]} of {sum(held.values())} numbers), "
+                                       f"not 1/N: cut each parameter's values (or all of "
+                                       f"them, flattened) into N equal parts, not whole "
+                                       f"parameters among the ranks"))
     else:
         shares = ", ".join(f"{held[r]}" for r in sorted(held))
         findings.append(Finding(True, f"Adam state per rank: {shares} numbers, of "
