@@ -54,10 +54,11 @@ def backends_by_gpus(module: str, argv: list[str]) -> dict[int, str] | None:
     for before, arg in zip(argv, argv[1:]):
         if before == "--backend" and arg != _UNKNOWN:  # asked for by name
             return {gpus: arg for gpus in GPU_COUNTS}
-    worker = importlib.import_module(module)
-    if not hasattr(worker, "command_line"):  # not a distributed worker (a mistake kept on purpose)
-        return None
-    parser = worker.command_line()
+    path = ROOT.joinpath(*module.split("."))
+    source = (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
+    if "def command_line(" not in source:  # not a demo module: a mistake kept on purpose,
+        return None                         # which runs its mistake when imported
+    parser = importlib.import_module(module).command_line()
     known = [arg if arg != _UNKNOWN else "2" for arg in argv]
     args = parser.parse_args(known)
     requested = getattr(args, "backend", None)
