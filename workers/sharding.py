@@ -11,8 +11,9 @@ measured per rank against DDP; two FSDP2 mistakes, and CPU offloading.
 ``compare`` trains the same model on the same data once per strategy and records, per
 rank, the bytes of parameters, gradients and optimizer state it held, the bytes its
 collectives send (counted) and the bytes it wrote to its sockets (measured), its time per
-step, its losses and its final weights, which must equal DDP's. gloo on the CPU, nccl with
-one GPU per rank. (The sharded checkpoint is the checkpoints chapter's.)
+step, its losses and its final weights, which must equal DDP's (in float64; in float32,
+rounding can tip a ReLU input across its kink, and it counts those). gloo on the CPU, nccl
+with one GPU per rank. (The sharded checkpoint is the checkpoints chapter's.)
 """
 
 import math
@@ -361,9 +362,11 @@ def train(strategy: str, rank: int, args, device, dtype=torch.float32) -> dict:
     model = tower(args.width, args.depth).to(device, dtype)
     trained = build(strategy, model, device, args.lr)
     record = {"held": [], "parameters after forward": 0, "counted": [], "written": [],
-              "seconds": [], "losses": [], "smallest ReLU input": math.inf}
+              "seconds": [], "losses": [], "smallest ReLU input": math.inf,
+              "ReLU inputs": []}
 
     def near_the_kink(module, inputs):  # how close an input came to the ReLU's kink at 0
+        record["ReLU inputs"].append(inputs[0].detach().clone())  # to compare with DDP's
         sizes = inputs[0].detach().abs()
         sizes = sizes[sizes > 0]  # exact zeros come from rows a previous ReLU zeroed whole
         if len(sizes):
@@ -415,10 +418,29 @@ def compare(rank: int, args, device, events: Events) -> None:
             report(rank, strategy, name, dtype, record, reference, device, events)
 
 
+def tipped(record: dict, reference: dict, steps: int) -> tuple[int, dict | None]:
+    """The ReLU inputs of ``record`` on the other side of the kink at 0 from the same
+    input in ``reference`` (DDP's run): one passes its gradient, the other not. How many,
+    over every step, and the first of them: its step, and the input in both runs."""
+    calls = list(zip(record["ReLU inputs"], reference["ReLU inputs"], strict=True))
+    count, first = 0, None
+    for call, (mine, theirs) in enumerate(calls):
+        other_side = (mine > 0) != (theirs > 0)
+        if other_side.any():
+            count += int(other_side.sum())
+            if first is None:  # of this call's, the one DDP's run computed nearest to 0
+                at = theirs.abs().masked_fill(~other_side, math.inf).argmin()
+                first = {"step": call // (len(calls) // steps) + 1,
+                         "ddp_input": theirs.flatten()[at].item(),
+                         "input": mine.flatten()[at].item()}
+    return count, first
+
+
 def report(rank, strategy, name, dtype, record, reference, device, events) -> None:
     """One strategy's record as an event, and as a line of rank 0's."""
     difference = max((mine - theirs).abs().max().item()
                      for mine, theirs in zip(record["weights"], reference["weights"]))
+    tipped_over, first_tipped = tipped(record, reference, len(record["losses"]))
     peak = {kind: max(h[kind] for h in record["held"]) for kind in record["held"][0]}
     sent = statistics.median(record["written"][1:] or record["written"])
     seconds = [round(s, 5) for s in record["seconds"][1:] or record["seconds"]]
@@ -429,12 +451,15 @@ def report(rank, strategy, name, dtype, record, reference, device, events) -> No
                 written_bytes=sent if device.type == "cpu" else None,
                 seconds=seconds, losses=record["losses"],
                 smallest_relu_input=record["smallest ReLU input"],
+                relu_inputs_tipped=tipped_over, first_tipped=first_tipped,
                 largest_weight_difference=difference)
     if rank == 0:
         wire = f" {sent / 2**20:5.2f} MiB sent," if device.type == "cpu" else ""
         say(rank, f"{name:<34} {sum(peak.values()) / 2**20:6.2f} MiB held,{wire} "
                   f"{statistics.median(seconds) * 1000:5.1f} ms per step, weights "
-                  f"{difference:.0e} from DDP's")
+                  f"{difference:.0e} from DDP's"
+                  + (f" ({tipped_over} ReLU inputs across the kink from DDP's)"
+                     if tipped_over else ""))
 
 
 # --- two FSDP2 mistakes ------------------------------------------------------------------
