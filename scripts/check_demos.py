@@ -214,6 +214,12 @@ DEMOS = [
     workers_demo("failures", "timeout", output="Rank 1 failed to pass monitoredBarrier"),
     workers_demo("failures", "mismatch", output="Detected mismatch between collectives"),
     workers_demo("failures", "uneven", output="after 5 steps, stuck for"),
+    *[workers_demo("hangs", kind, "--diagnose", output=r"verdict: rank 2 is (behind|out)")
+      for kind in ("skip", "order", "stuck", "dead", "unwaited")],
+    workers_demo("hangs", "every", "--world-size", "2", output="5 of 5 hangs diagnosed"),
+    workers_demo("hangs", "diagnose", "999999999", returncode=2,
+                 output="no process 999999999"),  # a job to diagnose: the other demos
+    workers_demo("hangs", "second-terminal", output="verdict: rank 1 is behind"),
     workers_demo("checkpoints", "load", "--world-size", "3", "--checkpoint", SCRATCH,
                  output="16 tensors, 0 different",
                  first=("save", "--world-size", "2", "--checkpoint", SCRATCH)),

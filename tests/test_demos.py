@@ -28,6 +28,11 @@ worker_and_demo = check_demos.worker_and_demo
 RUN_BY_TESTS = {
     ("workers.ddp_mnist", "single"): "test_one_process_by_hand_and_ddp_agree_for_four_ranks",
     ("workers.ddp_mnist", "manual"): "test_one_process_by_hand_and_ddp_agree_for_four_ranks",
+    # the hangs page runs every kind in one command (every); the tests run each alone, and
+    # diagnose from a second process
+    **{("workers.hangs", kind): "test_each_kind_alone_is_diagnosed_and_stopped"
+       for kind in ("skip", "order", "stuck", "dead", "unwaited")},
+    ("workers.hangs", "diagnose"): "test_diagnose_stops_a_worker_job_from_outside",
 }
 
 
@@ -102,7 +107,7 @@ def commands_run_by_pages(html_dir) -> set[tuple[str, str]]:
 def test_every_demo_runs_with_the_pinned_torch_in_the_book(built_book):
     ran = commands_run_by_pages(built_book.html)
     assert ("workers.checkpoints", "elastic") in ran
-    tests = (ROOT / "tests/test_ddp_mnist.py").read_text()
+    tests = "".join(path.read_text() for path in (ROOT / "tests").glob("test_*.py"))
     for demo in check_demos.DEMOS:
         if demo.gpus:
             continue  # run by the pages only on a machine with GPUs

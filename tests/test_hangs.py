@@ -103,6 +103,16 @@ def test_ten_runs_of_every_kind_at_each_world_size(world_size):
             check_verdict(verdict, kind, world_size, culprit)
 
 
+@pytest.mark.parametrize("kind, world_size, culprit", [
+    ("skip", 2, 1), ("order", 4, 1), ("stuck", 3, 0), ("dead", 4, 3), ("unwaited", 3, 1)])
+def test_each_kind_alone_is_diagnosed_and_stopped(kind, world_size, culprit):
+    result = quiet_run("workers.hangs", kind, "--diagnose", "--world-size", str(world_size),
+                       "--culprit", str(culprit), "--timeout", "40", timeout=120,
+                       expect_output="every rank was stopped")
+    [diagnosis] = result.events_named("diagnosis")
+    check_verdict(diagnosis["verdict"], kind, world_size, culprit)
+
+
 def start(command: list[str], **env) -> subprocess.Popen:
     """A job a reader starts in a first terminal: its own session, output kept."""
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
@@ -136,7 +146,7 @@ def stop(job: subprocess.Popen) -> None:
     job.wait(timeout=10)
 
 
-def test_diagnose_stops_a_worker_job_from_outside_and_leaves_nothing():
+def test_diagnose_stops_a_worker_job_from_outside():
     job = start([sys.executable, "-m", "workers.hangs", "stuck", "--world-size", "3",
                  "--timeout", "60"])
     try:
@@ -245,6 +255,7 @@ def test_a_missing_py_spy_is_one_line(monkeypatch, capsys):
     "args, fragment",
     [
         (["diagnose", "999999999"], "no process 999999999"),
+        (["diagnose", "PID"], "PID must be a process id"),
         (["skip", "--culprit", "3"], "--culprit must be a rank of the job, 0 to 2"),
         (["order", "--world-size", "1"], "at least 2"),
         (["every", "--diagnose"], "unrecognized arguments: --diagnose"),

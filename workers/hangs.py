@@ -43,6 +43,7 @@ import torch.distributed as dist
 
 from workers.job import Job, job_from_args
 from workers.ranks import (
+    REPOSITORY,
     Events,
     Parser,
     add_common_options,
@@ -322,11 +323,14 @@ def reader_frame(frames: list[Frame]) -> Frame | None:
 
 
 def shown_path(filename: str) -> str:
-    """A path as the reader knows it: relative to the current folder when inside it."""
-    try:
-        return str(Path(filename).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return filename
+    """A path as the reader knows it: relative to the current folder when inside it, else
+    to the book's clone when inside that (a page runs in book/)."""
+    for folder in (Path.cwd(), REPOSITORY):
+        try:
+            return str(Path(filename).resolve().relative_to(folder))
+        except ValueError:
+            pass
+    return filename
 
 
 COLLECTIVES = {"all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
@@ -664,12 +668,20 @@ def signature(process: Process) -> list:
 
 
 def wait_until_hung(target: int, deadline: float, world_size=None) -> dict[int, Process]:
-    """Look at the ranks until two looks half a second apart agree (or the deadline)."""
+    """Look at the ranks until two looks half a second apart agree (or the deadline, or
+    the target's end)."""
+    import psutil
+
     before = rank_stacks(target)
     while True:
         time.sleep(0.5)
         after = rank_stacks(target)
         if settled(before, after, world_size) or time.time() > deadline:
+            return after
+        try:
+            if psutil.Process(target).status() == psutil.STATUS_ZOMBIE:
+                return after
+        except psutil.NoSuchProcess:
             return after
         before = after
 
@@ -835,9 +847,9 @@ def hang(job: Job, args, events: Events, diagnosed: bool) -> Verdict | None:
         if diagnosed:
             return diagnose(os.getpid(), events, job.world_size, wait=job.timeout / 2,
                             save_dumps=args.save_dumps, debug_server=args.debug_server)
-        say_main(f"pid {os.getpid()}: the job hangs now, on purpose, for {job.timeout:g} "
-                 f"s. From a second terminal: python -m workers.hangs diagnose "
-                 f"{os.getpid()}")
+        pid = os.getpid()
+        say_main(f"pid {pid}: the job hangs now, on purpose, for {job.timeout:g} s. From "
+                 f"a second terminal: python -m workers.hangs diagnose {pid}")
         while time.time() < deadline:
             if not any(process.is_alive() for process in ranks.processes):
                 return None
@@ -883,6 +895,9 @@ def demo_every(job: Job, args, events: Events) -> int:
 def demo_diagnose(args, events: Events) -> int:
     import psutil
 
+    if not str(args.pid).isdigit():
+        fail(f"PID must be a process id (a whole number), got {args.pid!r}")
+    args.pid = int(args.pid)
     try:
         psutil.Process(args.pid)
     except psutil.NoSuchProcess:
@@ -903,7 +918,11 @@ def demo_second_terminal(args, events: Events) -> int:
     once it hangs: py-spy dump a rank, kill -USR1 every rank, then diagnose and stop it."""
     env = {**os.environ, "MASTER_PORT": str(free_port()), "GLOO_SOCKET_IFNAME": "lo"}
     env.pop("PYTHONUNBUFFERED", None)  # the program flushes its own lines
-    program = subprocess.Popen([sys.executable, args.program], env=env,
+    path = Path(args.program)
+    path = path if path.exists() else REPOSITORY / args.program  # a page runs in book/
+    if not path.is_file():
+        fail(f"no program {args.program}")
+    program = subprocess.Popen([sys.executable, str(path)], env=env,
                                stdin=subprocess.DEVNULL)
     try:
         processes = wait_until_hung(program.pid, time.time() + args.timeout, 2)
@@ -914,18 +933,17 @@ def demo_second_terminal(args, events: Events) -> int:
         pid = processes[0].pid
         say_main(f"$ py-spy dump --pid {pid}")
         sys.stdout.flush()
-        subprocess.run([py_spy(), "dump", "--pid", str(pid)], timeout=30)
+        plain = {k: v for k, v in os.environ.items() if k != "CLICOLOR_FORCE"}  # Jupyter's
+        subprocess.run([py_spy(), "dump", "--pid", str(pid)], timeout=30, env=plain)
         for process in processes.values():
             say_main(f"$ kill -USR1 {process.pid}")
             os.kill(process.pid, signal.SIGUSR1)
             time.sleep(0.3)  # faulthandler writes from the rank's own signal handler
         say_main(f"$ python -m workers.hangs diagnose {program.pid}")
-        sys.stdout.flush()
-        command = [sys.executable, "-m", "workers.hangs", "diagnose", str(program.pid)]
-        if args.events:
-            command += ["--events", args.events]
-        done = subprocess.run(command, timeout=90)
-        return done.returncode
+        # the same command's code, run here: this process has imported it already
+        args.pid, args.stop = program.pid, True
+        args.save_dumps, args.debug_server = None, False
+        return demo_diagnose(args, events)
     except CannotLook as error:
         fail(str(error))
     finally:
@@ -952,8 +970,8 @@ def command_line() -> Parser:
     add_common_options(every, timeout=60)
     diagnosis = demos.add_parser(
         "diagnose", help="look at a running job: which ranks are behind, and where")
-    diagnosis.add_argument("pid", type=int,
-                           help="the job's main process, or torchrun's agent")
+    diagnosis.add_argument("pid", help="the pid of the job's main process, or of torchrun "
+                                       "(its agent)")
     diagnosis.add_argument("--no-stop", dest="stop", action="store_false",
                            help="leave the job running afterwards")
     add_dump_options(diagnosis)
