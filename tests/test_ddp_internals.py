@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-from workers.ddp_internals import register_hook
+from workers.ddp_internals import AUTOCAST, register_hook, synced_statistics
 from workers.job import wrap
 from workers.mnist import MnistNet
 from workers.ranks import free_port
@@ -55,9 +55,23 @@ def test_three_ranks_send_the_last_layer_first_and_alone_by_default():
     for cap in ["default", 25]:
         assert len(sizes[(cap, 0)]) == 1  # step 0: one bucket, whatever the cap
     later = [names for _, names in sorted(sizes[("default", 2)])]
-    # the first bucket holds at most 1 MiB: the last layer, alone, sent first
+    # the first bucket closes once it holds 1 MiB: the last layer, alone, sent first
     assert sorted(later[0]) == ["layers.4.bias", "layers.4.weight"]
     assert len(later) == 2 and len(sizes[(25, 2)]) == 1
+
+
+def test_three_ranks_all_reduce_each_hooks_dtype_and_float32_under_autocast():
+    result = quiet_run("workers.ddp_internals", "compression", "--world-size", "3",
+                       "--batch-size", "60", "--train-images", "600", "--backend", "gloo",
+                       env={"CUDA_VISIBLE_DEVICES": ""})
+    ran = {(e["rank"], e["hook"]): e for e in result.events_named("hook") if not e["error"]}
+    for rank in range(3):
+        assert ran[(rank, "allreduce (the default)")]["all_reduced"] == ["torch.float32"]
+        assert ran[(rank, "fp16_compress_hook")]["all_reduced"] == ["torch.float16"]
+        cast = ran[(rank, AUTOCAST)]
+        assert cast["outputs"] == ["torch.bfloat16"]
+        assert cast["gradients"] == cast["all_reduced"] == ["torch.float32"]
+        assert cast["bytes_per_step"] == ran[(rank, "allreduce (the default)")]["bytes_per_step"]
 
 
 def test_one_rank_keeps_every_bucket_and_statistic_to_itself():
@@ -126,3 +140,28 @@ def test_powersgd_on_cpu_gradients_with_a_gpu_visible_says_how_to_avoid_it(monke
         del ddp
     finally:
         dist.destroy_process_group()
+
+
+def test_synced_statistics_combines_ranks_of_different_batch_sizes(monkeypatch):
+    # SyncBatchNorm all-gathers each rank's mean, spread and count because the counts may
+    # differ: two ranks of 3 and 7 rows, their gathered statistics combined, must give the
+    # mean and (biased) variance of all 10 rows
+    generator = torch.Generator().manual_seed(0)
+    shares = [torch.randn(3, 4, generator=generator, dtype=torch.float64) + 2,
+              torch.randn(7, 4, generator=generator, dtype=torch.float64)]
+    mine = {}
+
+    def all_gather(outputs, tensor):
+        mine.setdefault("sent", tensor)
+        for rank, share in enumerate(shares):  # what each rank would send
+            count = torch.tensor([len(share)], dtype=share.dtype)
+            outputs[rank].copy_(torch.cat([share.mean(0), share.var(0, unbiased=False),
+                                           count]))
+
+    monkeypatch.setattr(dist, "all_gather", all_gather)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    mean, variance = synced_statistics(shares[0])
+    whole = torch.cat(shares)
+    assert torch.allclose(mean, whole.mean(0), rtol=0, atol=1e-12)
+    assert torch.allclose(variance, whole.var(0, unbiased=False), rtol=0, atol=1e-12)
+    assert mine["sent"][-1].item() == 3  # this rank's count travels with its statistics

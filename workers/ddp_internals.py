@@ -216,14 +216,21 @@ def computation_alone(gradients: list, weights, repeats: int) -> None:
         backward_piece(weights, repeats)
 
 
-def matching_repeats(gradient: torch.Tensor, weights: torch.Tensor) -> int:
-    """How many matrix products take as long as one all-reduce of ``gradient``, agreed by
-    every rank: then perfect overlap would halve the step."""
-    device = gradient.device
-    communicate = step_seconds(dist.all_reduce, gradient, steps=5, warmup=2, device=device)
-    compute = step_seconds(backward_piece, weights, 1, steps=5, warmup=2, device=device)
-    ratio = statistics.median(communicate) / statistics.median(compute)
-    return max(1, round(max(slowest_rank(ratio, device))))
+def matching_repeats(gradients: list, weights: torch.Tensor) -> int:
+    """How many matrix products per message make the computation take as long as the
+    all-reduces of ``gradients``, agreed by every rank: then perfect overlap would halve
+    the step. Timed as the step times them, twice: the second pass corrects the first."""
+    device, repeats = weights.device, 1
+    for _ in range(2):
+        communicate = step_seconds(communication_alone, gradients, steps=3, warmup=1,
+                                   device=device)
+        compute = step_seconds(computation_alone, gradients, weights, repeats, steps=3,
+                               warmup=1, device=device)
+        ratio = torch.tensor([statistics.median(communicate) / statistics.median(compute)],
+                             device=device)
+        dist.all_reduce(ratio)  # the ranks' mean ratio: one repeat count for all
+        repeats = max(1, round(repeats * ratio.item() / dist.get_world_size()))
+    return repeats
 
 
 def overlap(rank: int, args, device, events: Events) -> None:
@@ -235,7 +242,7 @@ def overlap(rank: int, args, device, events: Events) -> None:
     for name, count, numel in [("small", args.small_count, args.small_kib * 256),
                                ("large", args.large_count, args.large_mib * 256 * 1024)]:
         gradients = [torch.ones(numel, device=device) for _ in range(count)]
-        repeats = matching_repeats(gradients[0], weights)
+        repeats = matching_repeats(gradients, weights)
         ways = {
             "compute alone": partial(computation_alone, gradients, weights, repeats),
             "all-reduce alone": partial(communication_alone, gradients),
@@ -352,10 +359,12 @@ class CountedTraffic:
 
     def __init__(self):
         self.bytes = 0
+        self.dtypes = set()  # what the all-reduces carried
         self.all_reduce = dist.all_reduce
 
     def counted(self, tensor, *args, **kwargs):
         self.bytes += tensor.numel() * tensor.element_size()
+        self.dtypes.add(str(tensor.dtype))
         return self.all_reduce(tensor, *args, **kwargs)
 
     def __enter__(self):
@@ -368,6 +377,7 @@ class CountedTraffic:
 
 HOOKS = ["allreduce (the default)", "fp16_compress_hook", "bf16_compress_hook",
          "powerSGD_hook, from step 2", "powerSGD_hook, defaults otherwise"]
+AUTOCAST = "allreduce, bf16 autocast forward"  # DDP's default hook, a bf16 forward
 
 
 def register_hook(ddp: DDP, name: str, rank: int = 2) -> None:
@@ -395,7 +405,19 @@ def register_hook(ddp: DDP, name: str, rank: int = 2) -> None:
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
-def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) -> list:
+def mnist_step(ddp: DDP, optimizer, images, labels, bf16_autocast: bool) -> float:
+    """One step; with ``bf16_autocast``, the forward in bfloat16 where autocast deems it
+    safe, while the weights, their gradients and DDP's buckets stay float32."""
+    optimizer.zero_grad()
+    with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=bf16_autocast):
+        loss = F.cross_entropy(ddp(images), labels)  # autocast keeps the loss float32
+    loss.backward()  # outside autocast: each gradient takes its parameter's dtype
+    optimizer.step()
+    return loss.item()
+
+
+def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels,
+                bf16_autocast: bool = False) -> list:
     """--epochs over the training images, this rank's share of each global batch;
     returns this rank's loss at every step."""
     world_size = dist.get_world_size()
@@ -406,20 +428,18 @@ def train_mnist(ddp: DDP, optimizer, rank: int, args, device, images, labels) ->
         for step in range(steps):
             batch = order[step * args.batch_size:][:args.batch_size]
             mine = batch[rank * per_rank:][:per_rank]
-            optimizer.zero_grad()
-            loss = F.cross_entropy(ddp(images[mine].to(device)), labels[mine].to(device))
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
+            losses.append(mnist_step(ddp, optimizer, images[mine].to(device),
+                                     labels[mine].to(device), bf16_autocast))
     return losses
 
 
 def compression(rank: int, args, device, events: Events) -> None:
-    """The same training with each hook (PowerSGD with each --powersgd-ranks): bytes
-    all-reduced per step, test accuracy, each step's loss."""
+    """The same training with each hook (PowerSGD with each --powersgd-ranks), and with
+    the default hook and the forward under bf16 autocast: bytes all-reduced per step and
+    their dtypes, test accuracy, each step's loss."""
     (images, labels), (test_images, test_labels) = mnist_tensors(args.data_root)
     images, labels = images[:args.train_images], labels[:args.train_images]
-    runs = [(name, None) for name in HOOKS[:3]] + [
+    runs = [(name, None) for name in HOOKS[:3]] + [(AUTOCAST, None)] + [
         (HOOKS[3], r) for r in args.powersgd_ranks] + [(HOOKS[4], 2)]
     for name, approximation_rank in runs:
         label = name if approximation_rank is None or name == HOOKS[4] else (
@@ -427,24 +447,31 @@ def compression(rank: int, args, device, events: Events) -> None:
         torch.manual_seed(0)
         ddp = wrap(MnistNet().to(device), device)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+        outputs = set()  # the dtypes of the model's outputs, in training
+        watch = ddp.module.register_forward_hook(
+            lambda module, inputs, output, seen=outputs: seen.add(str(output.dtype)))
+        hook = HOOKS[0] if name == AUTOCAST else name  # autocast: DDP's default hook
         try:
-            register_hook(ddp, name, approximation_rank or 2)
+            register_hook(ddp, hook, approximation_rank or 2)
             with CountedTraffic() as traffic:
-                losses = train_mnist(ddp, optimizer, rank, args, device, images, labels)
+                losses = train_mnist(ddp, optimizer, rank, args, device, images, labels,
+                                     bf16_autocast=name == AUTOCAST)
         except RuntimeError as error:  # a backend without this dtype, a CPU with a GPU
             events.emit(rank, "hook", hook=label, error=first_line(error),
                         approximation_rank=approximation_rank)
             if rank == 0:
                 say(rank, f"{label:<34} did not run: {first_line(error)}")
             continue
+        watch.remove()
         with torch.no_grad():
             predicted = ddp.module(test_images.to(device)).argmax(dim=1)
         accuracy = (predicted == test_labels.to(device)).float().mean().item()
         steps = len(losses)
         events.emit(rank, "hook", hook=label, bytes_per_step=traffic.bytes / steps,
                     accuracy=accuracy, error=None, steps=steps, losses=losses,
-                    train_images=len(images),
-                    approximation_rank=approximation_rank)
+                    train_images=len(images), approximation_rank=approximation_rank,
+                    all_reduced=sorted(traffic.dtypes), outputs=sorted(outputs),
+                    gradients=sorted({str(p.grad.dtype) for p in ddp.parameters()}))
         if rank == 0:
             say(rank, f"{label:<34} {traffic.bytes / steps / 1e3:6.1f} kB all-reduced per "
                       f"step, test accuracy {accuracy:.1%}")
@@ -502,14 +529,19 @@ def options(rank: int, args, device, events: Events) -> None:
 
 
 def synced_statistics(inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and variance per feature over every rank's batch: what SyncBatchNorm computes
-    in each forward, from one all-reduce of the counts, sums and sums of squares."""
-    totals = torch.stack([torch.full_like(inputs[0], len(inputs)),
-                          inputs.sum(dim=0), inputs.pow(2).sum(dim=0)])
-    dist.all_reduce(totals)
-    count, total, squares = totals
-    mean = total / count
-    return mean, squares / count - mean**2
+    """Mean and variance per feature over every rank's batch, the way SyncBatchNorm gets
+    them in each forward: every rank's own mean, variance and count, all-gathered (the
+    counts may differ between ranks), then combined."""
+    features = inputs.shape[1]
+    count = torch.tensor([len(inputs)], dtype=inputs.dtype, device=inputs.device)
+    mine = torch.cat([inputs.mean(dim=0), inputs.var(dim=0, unbiased=False), count])
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, mine)
+    means, variances, counts = torch.stack(everyone).split([features, features, 1], dim=1)
+    mean = (counts * means).sum(dim=0) / counts.sum()
+    # each rank's spread around its own mean, plus how far that mean is from the whole's
+    variance = (counts * (variances + (means - mean) ** 2)).sum(dim=0) / counts.sum()
+    return mean, variance
 
 
 def batch_norm(rank: int, args, device, events: Events) -> None:
@@ -643,7 +675,8 @@ def command_line() -> Parser:
     accumulation = demos.add_parser(
         "no-sync", help="gradient accumulation with and without no_sync()")
     hooks = demos.add_parser(
-        "compression", help="fp16, bf16 and PowerSGD hooks: bytes per step, accuracy")
+        "compression", help="fp16, bf16 and PowerSGD hooks, and a bf16 autocast forward: "
+                            "bytes per step, accuracy")
     option_demo = demos.add_parser(
         "options", help="gradient_as_bucket_view, static_graph, find_unused_parameters; "
                         "batch norm across ranks")

@@ -14,27 +14,50 @@ def cap_name(cap: str | int) -> str:
     return "the unset default" if cap == "default" else f"cap {cap}"
 
 
+def buckets_named(count: int) -> str:
+    return f"{count} bucket" + "s" * (count != 1)
+
+
 @verdict(
-    apart=dict(caps=["default", 1, 4, 25],
-               seconds=[[0.020, 0.021], [0.035, 0.036], [0.025, 0.027], [0.016, 0.017]]),
-    inside=dict(caps=["default", 1, 4, 25],
+    more_slower=dict(caps=["default", 1, 4, 25], counts=[2, 8, 2, 1],
+                     seconds=[[0.020, 0.021], [0.035, 0.036], [0.025, 0.027],
+                              [0.016, 0.017]]),
+    more_faster=dict(caps=["default", 1, 4, 25], counts=[2, 8, 2, 1],
+                     seconds=[[0.020, 0.021], [0.012, 0.013], [0.025, 0.027],
+                              [0.036, 0.037]]),
+    apart=dict(caps=["default", 1, 4, 25], counts=[2, 8, 2, 1],
+               seconds=[[0.020, 0.021], [0.025, 0.026], [0.032, 0.033], [0.026, 0.027]]),
+    inside=dict(caps=["default", 1, 4, 25], counts=[2, 8, 2, 1],
                 seconds=[[0.020, 0.030], [0.022, 0.031], [0.019, 0.028], [0.021, 0.029]]),
-    one=dict(caps=[25], seconds=[[0.016, 0.017]]),
+    one=dict(caps=[25], counts=[1], seconds=[[0.016, 0.017]]),
 )
-def cap_times(caps: Sequence[str | int], seconds: Sequence[Sequence[float]]) -> Verdict:
-    """The fastest and the slowest bucket cap by median time per step, and whether their
-    ranges are apart (``seconds``: each cap's timed steps, in the order of ``caps``)."""
+def cap_times(caps: Sequence[str | int], counts: Sequence[int],
+              seconds: Sequence[Sequence[float]]) -> Verdict:
+    """The fastest and the slowest bucket cap by median time per step, whether their
+    ranges are apart, and which had more buckets (``counts``: each cap's buckets after
+    step 0; ``seconds``: its timed steps; both in the order of ``caps``)."""
     if len(caps) < 2:
         return Verdict("one", f"only {cap_name(caps[0])} was timed")
     medians = [statistics.median(times) for times in seconds]
     fast = min(range(len(caps)), key=medians.__getitem__)
     slow = max(range(len(caps)), key=medians.__getitem__)
-    if order(seconds[fast], seconds[slow]) == "lower":
-        return Verdict("apart", f"the slowest median, {cap_name(caps[slow])}'s, was "
-                                f"{ratio(medians[slow], medians[fast])} the fastest, "
-                                f"{cap_name(caps[fast])}'s, beyond their spreads")
-    return Verdict("inside", f"the fastest median ({cap_name(caps[fast])}) and the slowest "
-                             f"({cap_name(caps[slow])}) have overlapping ranges, {NOISE}")
+    if order(seconds[fast], seconds[slow]) != "lower":
+        return Verdict("inside", f"the fastest median ({cap_name(caps[fast])}) and the "
+                                 f"slowest ({cap_name(caps[slow])}) have overlapping "
+                                 f"ranges, {NOISE}")
+    slowest, fastest = cap_name(caps[slow]), cap_name(caps[fast])
+    said = (f"the slowest median, {slowest}'s ({buckets_named(counts[slow])}), "
+            f"was {ratio(medians[slow], medians[fast])} the fastest, "
+            f"{fastest}'s ({buckets_named(counts[fast])}), beyond their "
+            "spreads")
+    if counts[slow] > counts[fast]:
+        return Verdict("more_slower", said + ": here the extra all-reduces cost more than "
+                                             "starting them during backward saved (the "
+                                             "next section measures the two apart)")
+    if counts[slow] < counts[fast]:
+        return Verdict("more_faster", said + ": here more buckets paid, their all-reduces "
+                                             "started during backward")
+    return Verdict("apart", said)
 
 
 @verdict(
@@ -87,6 +110,29 @@ def overlap_result(blocking: Sequence[float], overlapped: Sequence[float]) -> Ve
     if where == "higher":
         return Verdict("higher", "overlapped steps were all slower than blocking ones")
     return Verdict("inside", f"blocking and overlapped steps overlap, {NOISE}")
+
+
+@verdict(
+    both=dict(small=([0.05, 0.052], [0.04, 0.041]), large=([0.20, 0.21], [0.15, 0.16])),
+    small=dict(small=([0.05, 0.052], [0.04, 0.041]), large=([0.20, 0.21], [0.19, 0.22])),
+    large=dict(small=([0.05, 0.052], [0.049, 0.053]), large=([0.20, 0.21], [0.15, 0.16])),
+    neither=dict(small=([0.05, 0.052], [0.049, 0.053]), large=([0.20, 0.21], [0.22, 0.23])),
+)
+def overlap_summary(small: tuple[Sequence[float], Sequence[float]],
+                    large: tuple[Sequence[float], Sequence[float]]) -> Verdict:
+    """For the summary: for which size of message overlapped steps were faster than
+    blocking ones in every trial (each argument: the blocking times, the overlapped)."""
+    faster = [order(overlapped, blocking) == "lower" for blocking, overlapped in (small,
+                                                                                  large)]
+    said = "overlapped steps were faster than blocking ones in every trial"
+    if all(faster):
+        return Verdict("both", f"{said}, for small and for large messages")
+    if faster[0]:
+        return Verdict("small", f"{said} for the small messages only")
+    if faster[1]:
+        return Verdict("large", f"{said} for the large messages only")
+    return Verdict("neither", "overlapped steps were not faster than blocking ones beyond "
+                              "the spread, for either size of message")
 
 
 @verdict(
