@@ -21,7 +21,7 @@ from workers.job import backend_for
 from helpers import ROOT
 
 GPU_COUNTS = (0, 1, 2, 4, 8)
-_CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)```", re.S)
+_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
 _UNKNOWN = "<computed>"  # an argument the page computes at run time (str(gpus), a path)
 
 
