@@ -21,7 +21,9 @@ def store_barrier(store: dist.Store, rank: int, world_size: int) -> None:
     ``store.set(key, value)``, ``store.wait([keys])`` blocks until every key exists,
     ``store.get(key)``, ``store.check([keys])``) and the Python standard library. There is
     no process group here: no torch.distributed collective. Block in ``store.wait``, do not
-    poll the store in a loop. Remember that a store never forgets a key.
+    poll the store in a loop, and do not sleep: which rank comes last, and how late, is
+    not known in advance (the checker picks them at random). Remember that a store never
+    forgets a key.
     """
     raise NotImplementedError("write store_barrier, then run: "
                               "python -m workers.labs check barrier")

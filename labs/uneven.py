@@ -13,23 +13,25 @@ def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: li
 
     Arguments: ``model``, a DistributedDataParallel model (the same on every rank);
     ``optimizer``, an SGD optimizer over its parameters; ``batches``, this rank's list of
-    input tensors. How many batches there are differs from rank to rank.
+    input tensors. How many batches there are differs from rank to rank, and may be none.
 
     One step: ``optimizer.zero_grad()``, ``loss = model(batch).pow(2).mean()``,
     ``loss.backward()`` (DDP all-reduces the gradients there, on every rank),
     ``optimizer.step()``.
 
     Afterwards: every rank has taken the same number of steps, as many as the rank with
-    the fewest batches has, on its batches in order; every rank has returned (none is
-    left waiting in a backward that the others never join). Returns that number of steps.
+    the fewest batches has, on its batches in order from the first; every rank has
+    returned (none is left waiting in a backward that the others never join). Returns
+    that number of steps.
 
     How: before each step, agree with the other ranks whether every rank still has a
     batch: one all-reduce of a flag (1 if this rank has a batch, else 0) with
     ReduceOp.MIN; stop when it is 0.
 
-    May call: dist.all_reduce, dist.get_world_size(), torch tensor operations, and the
-    model and the optimizer. Not torch.distributed.algorithms.join.Join (that one lets
-    every rank use all of its batches; this lab stops at the shortest).
+    May call: dist.all_reduce (with async_op=True, wait() before you read the flag),
+    dist.get_world_size(), torch tensor operations, and the model and the optimizer. Not
+    torch.distributed.algorithms.join.Join, nor model.join() (they let every rank use all
+    of its batches; this lab stops at the shortest).
     """
     raise NotImplementedError("write train_uneven, then run: "
                               "python -m workers.labs check uneven")

@@ -1,17 +1,23 @@
 """Lab barrier (init_methods): a barrier from a store's add and wait, used three times.
 
 Every rank gets the job's TCPStore (wrapped, so the checker counts the calls) and calls
-the reader's barrier three times in a row; before each, one rank (a different one each
-time) arrives late. No rank may leave barrier k before every rank has entered it. The
+the reader's barrier three times in a row; before each, one rank arrives late: which
+rank, and by how long, is random (from the seed), different ranks in each job, and one
+of the three is late by over a second. No rank may leave barrier k before every rank has
+entered it: a barrier that only sleeps, or waits for one rank's key, fails there. The
+last rank to arrive must not be held once it has (a barrier that sleeps long enough to
+pass the first test fails this one). A barrier that polls the store makes more calls the
+longer it waits, and fails on that; the reader's time.sleep calls are counted too. The
 second and third barriers catch the classic bug: a store never forgets, so a barrier
 that reuses the first one's keys opens at once.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
-from workers.labs.harness import Finding
+from workers.labs.harness import Finding, replace_everywhere
 
 CHAPTER = "init_methods"
 FUNCTION = "store_barrier"
@@ -21,20 +27,28 @@ PASSED = "is a barrier, three times in a row"
 WORLD_SIZES = (2, 3, 5)  # the page's exercise has 4 ranks in mind
 GROUP = False  # no process group: the store is all there is
 PRELOAD = ()
-TIMEOUT = 6.0
+TIMEOUT = 8.0
 BARRIERS = 3
-LATE = 0.3  # seconds the late rank arrives after the others
+LATE = (0.15, 0.45)  # seconds a late rank arrives after the others, in two barriers
+LONG = (1.0, 1.3)  # and in the third
+PROMPT = 0.75  # seconds the last rank may stay in a barrier after it arrives
 MOST_CALLS = 20  # store calls per barrier and rank beyond which a barrier polls
 
 
-def setup(world_size: int) -> dict:
+def setup(world_size: int, rng) -> dict:
     from workers.ranks import free_port
 
-    return {"port": free_port()}
+    late = rng.sample(range(world_size), min(world_size, BARRIERS))
+    late += [rng.randrange(world_size) for _ in range(BARRIERS - len(late))]
+    delays = [rng.uniform(*LATE) for _ in range(BARRIERS)]
+    delays[rng.randrange(BARRIERS)] = rng.uniform(*LONG)
+    return {"port": free_port(), "late": late, "delays": [round(d, 2) for d in delays]}
 
 
 def describe(world_size: int, given: dict) -> str:
-    return f", {BARRIERS} barriers in a row"
+    lates = ", ".join(f"rank {rank} {delay:g} s" for rank, delay in
+                      zip(given["late"], given["delays"]))
+    return f", {BARRIERS} barriers in a row, late: {lates}"
 
 
 def counting_store(calls):
@@ -88,20 +102,29 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     inner = dist.TCPStore("127.0.0.1", given["port"], world_size, rank == 0,
                           timedelta(seconds=120), wait_for_workers=False)
     store = counting_store(calls)(inner)
-    entered, left, counts = [], [], []
+    entered, left, counts, slept = [], [], [], []
+    sleep, asleep = time.sleep, [0.0]
+
+    def counted_sleep(seconds):  # the reader's sleeps, wherever it took time.sleep from
+        if threading.current_thread() is threading.main_thread():  # not the checker's
+            asleep[0] += seconds
+        sleep(seconds)
+
+    replace_everywhere({id(sleep): sleep}, {id(sleep): counted_sleep})
     with calls.reader():
         for barrier in range(BARRIERS):
-            if rank == (barrier + 1) % world_size:
-                time.sleep(LATE)
-            before = store.count
+            if rank == given["late"][barrier]:
+                sleep(given["delays"][barrier])
+            before, asleep[0] = store.count, 0.0
             entered.append(time.monotonic())
             solution(store, rank, world_size)
             left.append(time.monotonic())
             counts.append(store.count - before)
+            slept.append(asleep[0])
     inner.add("checker/done", 1)  # the server lives in rank 0: it waits for the others
     while rank == 0 and inner.add("checker/done", 0) < world_size:
         time.sleep(0.01)
-    return {"entered": entered, "left": left, "counts": counts}
+    return {"entered": entered, "left": left, "counts": counts, "slept": slept}
 
 
 def per_rank(rank: int, result: dict, given: dict) -> str:
@@ -122,21 +145,58 @@ def judge(world_size: int, outcome, given: dict) -> list:
             text = (f"barrier {barrier + 1}: rank {first_out} left at "
                     f"{left - start:+.2f} s, before rank {last_in} entered at "
                     f"{entered - start:+.2f} s")
-            if barrier > 0:
+            slept = results[first_out]["slept"][barrier]
+            if slept > 0:
+                text += (f": it slept {slept:.2f} s (time.sleep) instead of blocking in "
+                         f"store.wait until every rank has entered; a sleep only guesses "
+                         f"how late the others are")
+            elif barrier > 0 and all(results[r]["left"][0] >= max(
+                    x["entered"][0] for x in results.values()) for r in results):
                 text += ("; the first barrier held and this one did not: it found the "
                          "keys an earlier barrier left in the store, which never forgets "
                          "(use new keys each time)")
             else:
                 text += ": a rank must wait until every rank has entered (store.wait)"
             return [Finding(False, text)]
-    polls = max(max(r["counts"]) for r in results.values())
-    if polls > MOST_CALLS:
+    for barrier in range(BARRIERS):
+        last_in = max(results, key=lambda rank: results[rank]["entered"][barrier])
+        held = results[last_in]["left"][barrier] - results[last_in]["entered"][barrier]
+        if held > PROMPT:
+            slept = results[last_in]["slept"][barrier]
+            why = (f": it slept {slept:.2f} s (time.sleep)" if slept > 0 else
+                   ": a barrier opens as soon as the last rank arrives")
+            return [Finding(True, "no rank left a barrier before every rank had entered "
+                                  "it"),
+                    Finding(False, f"barrier {barrier + 1}: rank {last_in}, the last to "
+                                   f"arrive, stayed inside {held:.2f} s after every rank "
+                                   f"had entered{why}")]
+    polls = polling(results, given)
+    if polls:
         return [Finding(True, "no rank left a barrier before every rank had entered it"),
-                Finding(False, f"a rank made {polls} store calls in one barrier: it polls "
-                               f"the store in a loop; block in store.wait instead")]
+                Finding(False, polls)]
+    most = max(max(r["counts"]) for r in results.values())
+    longest = max(given["delays"])
     return [Finding(True, f"no rank left any of the {BARRIERS} barriers before every rank "
-                          f"had entered it (one rank {LATE:g} s late each time)"),
-            Finding(True, f"at most {polls} store calls per rank and barrier: no polling")]
+                          f"had entered it (a random rank late each time, once by "
+                          f"{longest:g} s), and the last to arrive left at once"),
+            Finding(True, f"at most {most} store calls per rank and barrier, however long "
+                          f"it waited: no polling")]
+
+
+def polling(results: dict, given: dict) -> str:
+    """How a rank polled the store: more calls the longer it waited, or too many."""
+    for rank, result in sorted(results.items()):
+        waits = [left - entered for entered, left in zip(result["entered"], result["left"])]
+        short = min(range(BARRIERS), key=waits.__getitem__)
+        long = max(range(BARRIERS), key=waits.__getitem__)
+        counts = result["counts"]
+        if max(counts) > MOST_CALLS or (waits[long] - waits[short] > 0.4 and
+                                        counts[long] >= counts[short] + 2):
+            return (f"rank {rank} made {counts[short]} store calls in barrier {short + 1} "
+                    f"(inside {waits[short]:.2f} s) and {counts[long]} in barrier "
+                    f"{long + 1} (inside {waits[long]:.2f} s): it polls the store in a "
+                    f"loop; block in store.wait instead")
+    return ""
 
 
 def explain(world_size: int, outcome, given: dict) -> list:

@@ -1,18 +1,21 @@
 """Lab uneven (failures): ranks with different numbers of batches agree when to stop.
 
 Every rank trains a DDP model on its own list of batches, of a length that differs from
-rank to rank (the shortest is not always rank 0's). DDP's backward all-reduces on every
-rank, so a rank that stops alone leaves the others waiting in backward forever. The
-reader's loop must make every rank stop after the same number of steps, as many as the
-shortest list has; rank 0 checks the weights against one process that trains on every
-rank's batches of those steps, which is what DDP computes.
+rank to rank: random, from the seed, with the shortest rank chosen at random, and at 3
+ranks one rank with no batch at all. DDP's backward all-reduces on every rank, so a rank
+that stops alone leaves the others waiting in backward forever. The reader's loop must
+make every rank stop after the same number of steps, as many as the shortest list has,
+taking its batches in order (a hook sees each forward pass); rank 0 checks the weights
+against one process that trains on every rank's batches of those steps, which is what
+DDP computes. Join (model.join(), or Join([...])) lets every rank use all of its batches
+instead, and is named as the mistake here, as is any collective but all_reduce.
 """
 
 from __future__ import annotations
 
 import re
 
-from workers.labs.harness import Finding
+from workers.labs.harness import Finding, forbidden_finding, list_of, wait_findings
 
 CHAPTER = "failures"
 FUNCTION = "train_uneven"
@@ -21,59 +24,85 @@ REREAD = '"Uneven inputs" in the failures chapter'
 PASSED = "stops every rank together, after the shortest rank's batches"
 WORLD_SIZES = (2, 3)  # the page runs 2 ranks
 GROUP = True
-PRELOAD = ("torch._dynamo",)
+PRELOAD = ("torch._dynamo", "torch.distributed.algorithms.join")
 TIMEOUT = 8.0
-COUNTS = (4, 3, 5)  # batches of rank r: COUNTS[r % 3]; rank 1 has the fewest
 TOLERANCE = 1e-10
 
 
-def setup(world_size: int) -> dict:
-    return {"counts": [COUNTS[rank % len(COUNTS)] for rank in range(world_size)]}
+def setup(world_size: int, rng) -> dict:
+    counts = [rng.randint(1, 6) for _ in range(world_size)]
+    while world_size > 1 and len(set(counts)) == 1:
+        counts[rng.randrange(world_size)] = rng.randint(1, 6)
+    if world_size >= 3:  # a rank with nothing to train on
+        counts[rng.randrange(world_size)] = 0
+    return {"counts": counts, "seed": rng.randrange(1_000_000)}
 
 
 def describe(world_size: int, given: dict) -> str:
     return f", batches per rank {given['counts']}"
 
 
-def model():
+def model(seed: int):
     import torch
     from torch import nn
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     return nn.Linear(8, 1).double()
 
 
-def batches(rank: int, count: int) -> list:
+def batches(seed: int, rank: int, count: int) -> list:
     import torch
 
-    generator = torch.Generator().manual_seed(rank)
+    generator = torch.Generator().manual_seed(seed + rank)
     return [torch.randn(4, 8, generator=generator, dtype=torch.float64)
             for _ in range(count)]
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     import torch
+    from torch.distributed.algorithms.join import Join
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    counts = given["counts"]
-    ddp = DDP(model())
+    counts, seed = given["counts"], given["seed"]
+    ddp = DDP(model(seed))
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    steps = []
+    mine = batches(seed, rank, counts[rank])
+    used, joined = [], []
 
     def counted(module, args):  # which batch each forward is: the log says where a rank is
-        steps.append(len(steps) + 1)
-        calls.note(f"phase in your function, step {len(steps)} of its {counts[rank]} "
+        inputs = args[0] if args else None
+        index = next((i for i, batch in enumerate(mine) if inputs is batch or (
+            isinstance(inputs, torch.Tensor) and inputs.shape == batch.shape
+            and torch.equal(inputs, batch))), -1)
+        used.append(index)
+        calls.note(f"phase in your function, step {len(used)} of its {counts[rank]} "
                    f"batches")
 
+    backward, join_init = torch.Tensor.backward, Join.__init__
+
+    def logged_backward(tensor, *args, **kwargs):  # DDP's backward waits for every rank
+        with calls.logged(f"DDP's backward of step {len(used)}, whose all-reduce waits "
+                          f"for every rank"):
+            return backward(tensor, *args, **kwargs)
+
+    def noted_join(self, *args, **kwargs):
+        joined.append(True)
+        return join_init(self, *args, **kwargs)
+
     ddp.module.register_forward_pre_hook(counted)
-    with calls.reader():
-        returned = solution(ddp, optimizer, batches(rank, counts[rank]))
-    result = {"returned": returned, "steps": len(steps),
+    torch.Tensor.backward, Join.__init__ = logged_backward, noted_join
+    try:
+        with calls.reader():
+            returned = solution(ddp, optimizer, mine)
+    finally:
+        torch.Tensor.backward, Join.__init__ = backward, join_init
+    result = {"returned": returned, "steps": len(used), "used": used,
+              "joined": bool(joined),
               "weights": [p.detach().clone() for p in ddp.parameters()]}
     if rank == 0:  # one process, every rank's batches of the shortest rank's steps
-        single = model()
+        single = model(seed)
         optimizer = torch.optim.SGD(single.parameters(), lr=0.1)
-        every = [batches(r, counts[r]) for r in range(world_size)]
+        every = [batches(seed, r, counts[r]) for r in range(world_size)]
         for step in range(min(counts)):
             optimizer.zero_grad()
             single(torch.cat([b[step] for b in every])).pow(2).mean().backward()
@@ -88,6 +117,21 @@ def per_rank(rank: int, result: dict, given: dict) -> str:
 
 def judge(world_size: int, outcome, given: dict) -> list:
     shortest = min(given["counts"])
+    joined = [rank for rank, result in sorted(outcome.results.items()) if result["joined"]]
+    if joined:
+        return [Finding(False, f"rank {joined[0]} used Join (model.join(), or "
+                               f"Join([...])): Join lets every rank go on to the end of "
+                               f"its own batches, shadowing the others' all-reduces; this "
+                               f"lab stops every "
+                               f"rank at the shortest rank's {shortest}, agreeing with one "
+                               f"all_reduce per step")]
+    forbidden = forbidden_finding(outcome, ("all_reduce",), "this lab agrees with "
+                                  "all_reduce (ReduceOp.MIN of a flag), nothing else")
+    if forbidden:
+        return [forbidden]
+    waits = [finding for finding in wait_findings(outcome) if not finding.held]
+    if waits:
+        return waits
     steps = {rank: result["steps"] for rank, result in outcome.results.items()}
     if len(set(steps.values())) > 1:
         return [Finding(False, f"the ranks took {steps} steps: they must agree")]
@@ -97,6 +141,12 @@ def judge(world_size: int, outcome, given: dict) -> list:
         return [Finding(False, f"every rank took {taken} steps; the rank with the fewest "
                                f"batches has {shortest}: {few} (an off-by-one in when to "
                                f"stop?)")]
+    for rank, result in sorted(outcome.results.items()):
+        used = result["used"]
+        runs = [i for p, i in enumerate(used) if p == 0 or used[p - 1] != i]
+        if runs != list(range(taken)):
+            return [Finding(False, f"rank {rank} trained on its batches {list_of(runs)}: "
+                                   f"each step takes the next batch, from the first")]
     findings = [Finding(True, f"every rank returned, after {taken} steps: as many as the "
                               f"shortest rank's {shortest} batches")]
     wrong = [rank for rank, result in outcome.results.items()
@@ -135,6 +185,14 @@ def explain(world_size: int, outcome, given: dict) -> list:
                 last[rank] = step_of(line)
     stuck = [rank for rank in outcome.waiting if rank in last]
     gone = [rank for rank in outcome.results]
+    waiting_agree = [rank for rank, where in outcome.waiting.items()
+                     if where.startswith("waiting in all_reduce")]
+    if gone and waiting_agree and not stuck:
+        rank = gone[0]
+        return [f"rank {rank} returned ({counts[rank]} batches, "
+                f"{outcome.results[rank]['steps']} steps) without joining the all_reduce "
+                f"the other ranks were waiting in: every rank takes part in every "
+                f"agreement, the last one that says stop too"]
     if stuck and gone:
         rank = stuck[0]
         step, count = last[rank]
