@@ -79,6 +79,16 @@ WRONG = {
         "wrong_until_last": "ran past its last batch",
         "wrong_off_by_one": "too few (an off-by-one",
     },
+    "hung_rank": {
+        "wrong_last_rank": "the rank behind is not always the last one",
+        "wrong_fewest_entries": "you named every rank",
+        "wrong_own_collective": "not the culprit's own",
+        "wrong_by_position": "not by their place in the list",
+        "wrong_rank0_rule": "you named the majority",
+        "wrong_last_seq": "you named every rank",
+        "wrong_retired": "you named no rank",
+        "wrong_tie_highest": "rank 0's call is the rule",
+    },
 }
 
 

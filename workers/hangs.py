@@ -191,6 +191,8 @@ def rank_main(rank: int, job: Job, args) -> None:
     """One rank: serve its dumps, join the group, and hang the way ``args.demo`` says.
     The group's collectives wait ``--timeout`` seconds, the job's own deadline."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo listens on loopback too
+    if getattr(args, "fr_buffer", None):  # the lab's full ring buffer
+        os.environ["TORCH_FR_BUFFER_SIZE"] = str(args.fr_buffer)
     wait = timedelta(seconds=job.timeout)
     try:
         serve_dumps()
@@ -828,6 +830,36 @@ def running(process) -> bool:
 
 
 # --- starting a job that hangs ------------------------------------------------------------
+
+
+def collect_dumps(kind: str, world_size: int, culprit: int, fr_buffer: int | None = None,
+                  timeout: float = 30.0) -> dict[int, dict]:
+    """Start one kind of hang, wait until every rank's recorder stands still, and return
+    the recorders, rank by rank (the lab grades a reading of them): no py-spy needed."""
+    import argparse
+
+    import torch.multiprocessing as mp
+
+    job = Job(world_size, "gloo", f"tcp://127.0.0.1:{free_port()}", timeout, False)
+    args = argparse.Namespace(demo=kind, culprit=culprit, events=None, fr_buffer=fr_buffer)
+    ranks = mp.start_processes(imported_then_run,
+                               args=(PRELOAD, rank_main, (job, args), os.getpid()),
+                               nprocs=world_size, join=False, start_method="forkserver")
+    try:
+        deadline, before = time.time() + timeout, None
+        while time.time() < deadline:
+            time.sleep(0.3)
+            dumps = {rank: read_recorder(p.pid) for rank, p in enumerate(ranks.processes)}
+            if any(dump is None or not dump.get("entries") for dump in dumps.values()):
+                continue
+            now = {rank: [(e["collective_seq_id"], e["profiling_name"], e["retired"])
+                          for e in dump["entries"]] for rank, dump in dumps.items()}
+            if now == before:
+                return dumps
+            before = now
+        raise TimeoutError(f"{kind} at {world_size} ranks did not settle in {timeout:g} s")
+    finally:
+        stop_all(ranks)
 
 
 def hang(job: Job, args, events: Events, diagnosed: bool) -> Verdict | None:
