@@ -155,3 +155,48 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
                    "time (the dashed line is every core busy), shows that the "
                    f"oversubscribed runs {cpu} waiting for each other instead of computing "
                    f"(OpenMP threads spin before they sleep), {switched}")
+
+
+_SPLIT = dict(processes=2, threads=1, default_threads=2)
+_MORE = dict(split_rates=[5600.0, 5900.0, 6100.0], one_rates=[3600.0, 3700.0, 4000.0])
+_FEWER = dict(split_rates=[3600.0, 3700.0, 4000.0], one_rates=[5600.0, 5900.0, 6100.0])
+_OVERLAP = dict(split_rates=[3500.0, 5900.0, 6100.0], one_rates=[3600.0, 3700.0, 4000.0])
+
+
+@verdict(
+    more_same=dict(**_SPLIT, **_MORE, train="faster"),
+    more_differs=dict(**_SPLIT, **_MORE, train="inside"),
+    fewer_same=dict(**_SPLIT, **_FEWER, train="slower"),
+    fewer_differs=dict(**_SPLIT, **_FEWER, train="inside"),
+    overlap_same=dict(**_SPLIT, **_OVERLAP, train="inside"),
+    overlap_differs=dict(**_SPLIT, **_OVERLAP, train="faster"),
+)
+def split_cores(processes: int, threads: int, default_threads: int,
+                split_rates: Sequence[float], one_rates: Sequence[float],
+                train: str) -> Verdict:
+    """The oversubscription grid's answer to "do several processes with a share of the
+    threads each get more out of the cores than one process with all of them?": images per
+    second in every repeat of ``processes`` processes x ``threads`` threads against one
+    process x PyTorch's default, and whether it agrees with the ``train`` demo's
+    ``hogwild_speed`` outcome ("faster", "slower" or "inside").
+    A clause, no final stop."""
+    threads_each = "1 thread" if threads == 1 else f"{threads} threads"
+    head = (f"in the grid, {processes} processes with {threads_each} each gave "
+            f"{_rates(split_rates)} images/s, one process with PyTorch's default of "
+            f"{default_threads} threads {_rates(one_rates)}: ")
+    where = order(split_rates, one_rates)
+    answer, expected = {
+        "higher": ("more, beyond the spread of the repeats", "faster"),
+        "lower": ("less, beyond the spread of the repeats", "slower"),
+        "inside": (f"the ranges overlap, {NOISE}", "inside"),
+    }[where]
+    name = {"higher": "more", "lower": "fewer", "inside": "overlap"}[where]
+    if train == expected:
+        return Verdict(f"{name}_same", f"{head}{answer}, the answer the train demo gave")
+    return Verdict(f"{name}_differs",
+                   f"{head}{answer}. That is not the answer the train demo gave: the two "
+                   "runs differ (the grid gives each process a few steps of plain SGD on "
+                   "batches drawn beforehand; the demo splits a fixed number of updates "
+                   "between the processes, with momentum, drawing batches and recording "
+                   "losses as it goes), and this build does not say which difference "
+                   "decides; measure your own job")
