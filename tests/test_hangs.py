@@ -12,9 +12,11 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
@@ -219,6 +221,13 @@ def test_the_chapters_jobs_listen_on_loopback_only_and_leave_nothing():
         watcher.join()
     assert found == set()
     assert processes_marked(marker) == []
+    assert dead_ranks_error_files() == []  # the dead kind's culprit raised: its file is gone
+
+
+def dead_ranks_error_files() -> list:
+    """The files in which the dead kind's culprit left its exception for a launcher."""
+    return [path for path in Path(tempfile.gettempdir()).glob("pytorch-errorfile-*.pickle")
+            if b"the checkpoint was not saved" in path.read_bytes()]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),

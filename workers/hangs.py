@@ -832,6 +832,17 @@ def running(process) -> bool:
 # --- starting a job that hangs ------------------------------------------------------------
 
 
+def stop_and_clean(ranks) -> None:
+    """Stop every rank, and remove the file in which a rank that raised left its error
+    for a launcher's join, which never read it (the dead kind's culprit writes one)."""
+    stop_all(ranks)
+    for path in ranks.error_files:
+        try:
+            os.unlink(path)
+        except (FileNotFoundError, TypeError):
+            pass
+
+
 def collect_dumps(kind: str, world_size: int, culprit: int, fr_buffer: int | None = None,
                   timeout: float = 30.0) -> dict[int, dict]:
     """Start one kind of hang, wait until every rank's recorder stands still, and return
@@ -859,7 +870,7 @@ def collect_dumps(kind: str, world_size: int, culprit: int, fr_buffer: int | Non
             before = now
         raise TimeoutError(f"{kind} at {world_size} ranks did not settle in {timeout:g} s")
     finally:
-        stop_all(ranks)
+        stop_and_clean(ranks)
 
 
 def hang(job: Job, args, events: Events, diagnosed: bool) -> Verdict | None:
@@ -889,7 +900,7 @@ def hang(job: Job, args, events: Events, diagnosed: bool) -> Verdict | None:
         say_main(f"still hanging after {job.timeout:g} s: stopping every rank")
         return None
     finally:
-        stop_all(ranks)
+        stop_and_clean(ranks)
 
 
 def stopped_from_outside(signum, frame) -> None:
