@@ -31,7 +31,8 @@ def health_check(answers: dict[str, str | None]) -> Verdict:
     if all(value is True for value in said.values()):
         return Verdict("healthy", f"every rank's c10d_health_check answered "
                                   f"\"healthy\": true while the job hung, all "
-                                  f"{len(said)} ranks of it")
+                                  f"{len(said)} ranks of it: a rank that waits for a "
+                                  f"peer is healthy by that check")
     if any(value is False for value in said.values()):
         sick = sorted(rank for rank, value in said.items() if value is False)
         return Verdict("unhealthy", f"c10d_health_check called rank "
