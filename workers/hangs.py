@@ -789,7 +789,7 @@ def trace_page(dumps: dict[int, dict]) -> str:
         from torch.distributed.debug._debug_handlers import FlightRecorderHandler
         from torch.distributed.debug._frontend import Response
     except ImportError as error:
-        return f"not in this torch ({first_line(error)})"
+        return f"its code could not be loaded here ({first_line(error)})"
     addresses = [f"rank{rank}" for rank in sorted(dumps)]
     responses = [Response(200, json.dumps(dumps[rank])) for rank in sorted(dumps)]
     try:
