@@ -3,7 +3,7 @@
 Every rank gets the job's TCPStore (wrapped, so the checker counts the calls) and calls
 the reader's barrier three times in a row; before each, one rank arrives late: which
 rank, and by how long, is random (from the seed), different ranks in each job, and one
-of the three is late by over a second. No rank may leave barrier k before every rank has
+of the three is late by most of a second. No rank may leave barrier k before every rank has
 entered it: a barrier that only sleeps, or waits for one rank's key, fails there. The
 last rank to arrive must not be held once it has (a barrier that sleeps long enough to
 pass the first test fails this one). A barrier that polls the store makes more calls the
@@ -29,9 +29,9 @@ GROUP = False  # no process group: the store is all there is
 PRELOAD = ()
 TIMEOUT = 8.0
 BARRIERS = 3
-LATE = (0.15, 0.45)  # seconds a late rank arrives after the others, in two barriers
-LONG = (1.0, 1.3)  # and in the third
-PROMPT = 0.75  # seconds the last rank may stay in a barrier after it arrives
+LATE = (0.05, 0.25)  # seconds a late rank arrives after the others, in two barriers
+LONG = (0.7, 0.9)  # and in the third
+PROMPT = 0.5  # seconds the last rank may stay in a barrier after it arrives
 MOST_CALLS = 20  # store calls per barrier and rank beyond which a barrier polls
 
 
@@ -59,6 +59,12 @@ def counting_store(calls):
         def __init__(self, inner):
             super().__init__()
             self.inner, self.count = inner, 0
+            self.barrier = 0  # which barrier the calls are in
+            self.written = [set() for _ in range(BARRIERS)]  # keys set in each barrier
+            self.waited = [set() for _ in range(BARRIERS)]  # keys waited for in each
+
+        def wrote(self, key):
+            self.written[self.barrier].add(str(key))
 
         def call(self, what: str, method, *args):
             self.count += 1
@@ -66,22 +72,29 @@ def counting_store(calls):
                 return method(*args)
 
         def set(self, key, value):
+            self.wrote(key)
             return self.call(f"set({key!r})", self.inner.set, key, value)
 
         def get(self, key):
+            self.waited[self.barrier].add(str(key))  # get() waits for the key too
             return self.call(f"get({key!r})", self.inner.get, key)
 
         def add(self, key, value):
+            if value:
+                self.wrote(key)
             return self.call(f"add({key!r}, {value})", self.inner.add, key, value)
 
         def check(self, keys):
+            self.waited[self.barrier].update(map(str, keys))
             return self.call(f"check({keys!r})", self.inner.check, keys)
 
         def wait(self, keys, timeout=None):
+            self.waited[self.barrier].update(map(str, keys))
             more = () if timeout is None else (timeout,)
             return self.call(f"wait({keys!r})", self.inner.wait, keys, *more)
 
         def compare_set(self, key, expected, desired):
+            self.wrote(key)
             return self.call(f"compare_set({key!r})", self.inner.compare_set, key,
                              expected, desired)
 
@@ -115,7 +128,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         for barrier in range(BARRIERS):
             if rank == given["late"][barrier]:
                 sleep(given["delays"][barrier])
-            before, asleep[0] = store.count, 0.0
+            before, asleep[0], store.barrier = store.count, 0.0, barrier
             entered.append(time.monotonic())
             solution(store, rank, world_size)
             left.append(time.monotonic())
@@ -124,7 +137,9 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     inner.add("checker/done", 1)  # the server lives in rank 0: it waits for the others
     while rank == 0 and inner.add("checker/done", 0) < world_size:
         time.sleep(0.01)
-    return {"entered": entered, "left": left, "counts": counts, "slept": slept}
+    return {"entered": entered, "left": left, "counts": counts, "slept": slept,
+            "written": [sorted(keys) for keys in store.written],
+            "waited": [sorted(keys) for keys in store.waited]}
 
 
 def per_rank(rank: int, result: dict, given: dict) -> str:
@@ -150,8 +165,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
                 text += (f": it slept {slept:.2f} s (time.sleep) instead of blocking in "
                          f"store.wait until every rank has entered; a sleep only guesses "
                          f"how late the others are")
-            elif barrier > 0 and all(results[r]["left"][0] >= max(
-                    x["entered"][0] for x in results.values()) for r in results):
+            elif barrier > 0 and reused(results, first_out, barrier):
                 text += ("; the first barrier held and this one did not: it found the "
                          "keys an earlier barrier left in the store, which never forgets "
                          "(use new keys each time)")
@@ -181,6 +195,14 @@ def judge(world_size: int, outcome, given: dict) -> list:
                           f"{longest:g} s), and the last to arrive left at once"),
             Finding(True, f"at most {most} store calls per rank and barrier, however long "
                           f"it waited: no polling")]
+
+
+def reused(results: dict, rank: int, barrier: int) -> bool:
+    """Every key ``rank`` waited for in ``barrier`` was written in an earlier one."""
+    earlier = {key for result in results.values() for keys in result["written"][:barrier]
+               for key in keys}
+    waited = set(results[rank]["waited"][barrier])
+    return bool(waited) and waited <= earlier
 
 
 def polling(results: dict, given: dict) -> str:

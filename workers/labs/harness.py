@@ -25,6 +25,7 @@ calls, given)`` and ``judge(world_size, outcome, given)`` (a list of ``Finding``
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -559,8 +560,11 @@ class Calls:
         tensors = tensors_in(given)
         receiving = name in RECEIVES
         serial, key = self._serial, id(result)
-        flight = InFlight(weakref.ref(result, lambda _: self.dropped(key, serial)), record,
-                          serial, [], [],
+        try:
+            held = weakref.ref(result, lambda _: self.dropped(key, serial))
+        except TypeError:  # a Work without weak references: held, its drop unseen
+            held = functools.partial(lambda work: work, result)
+        flight = InFlight(held, record, serial, [], [],
                           [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
                            for t in tensors])
         if name in IN_PLACE:
@@ -878,7 +882,7 @@ def run_job(lab, world_size: int, path: Path, timeout: float, given) -> Outcome:
 
 # How long every rank of a job may sit blocked in a call, with no rank writing a line of its
 # log, before the job is called a deadlock and stopped (its timeout is the last resort).
-STALLED = 2.5
+STALLED = 1.5
 
 
 class Watchdog:
