@@ -1,5 +1,5 @@
 """workers.hangs: the diagnosis names the right rank, collective and line for every kind of
-hang at 2, 3 and 4 ranks (a fast subset here, ten runs of each in the slow test); it works
+hang at 2, 3 and 4 ranks (a fast subset here, ten runs of each in test_hangs_ten_runs.py); it works
 from outside on the worker's own job and on a torchrun agent; nothing the chapter starts
 listens beyond loopback, and nothing is left afterwards; a refused ptrace, a missing py-spy
 and bad input each get one line."""
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -92,17 +91,6 @@ def test_every_kind_is_diagnosed_with_its_rank_collective_and_line(world_size, c
     verdicts = diagnose_every_kind(world_size, culprit)
     for kind, verdict in zip(hangs.KINDS, verdicts):
         check_verdict(verdict, kind, world_size, culprit)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("world_size", [2, 3, 4])
-def test_ten_runs_of_every_kind_at_each_world_size(world_size):
-    chooser = random.Random(world_size)
-    for _ in range(10):
-        culprit = 1 if world_size == 2 else chooser.randrange(world_size)
-        verdicts = diagnose_every_kind(world_size, culprit)
-        for kind, verdict in zip(hangs.KINDS, verdicts):
-            check_verdict(verdict, kind, world_size, culprit)
 
 
 @pytest.mark.parametrize("kind, world_size, culprit", [
