@@ -1,14 +1,16 @@
 """Lab pair_groups (process_groups): groups of two with new_group, each summing its own.
 
 Rank r starts from 2**r times a few random whole numbers (the same on every rank), so a
-sum says exactly which ranks it added up. Ranks 2k and 2k+1 must end with their two
-values summed, by an all_reduce in a group of their own that dist.new_group made: a
-swap with the partner (isend/irecv), a world-wide all_gather_object or an all_reduce of
-every rank's values gets the numbers right and fails here. The checker also compares
-every rank's new_group calls: new_group is collective, so every rank makes the same calls
-in the same order, even for the groups it is not in; with use_local_synchronization=True
-(PyTorch 2.1 and later) only a group's members take part, and a rank may make only its
-own pair's group.
+sum says exactly which ranks it added up. Ranks 2k and 2k+1 must end with their two values
+summed, by an all_reduce in a group of their own that dist.new_group made: a swap with the
+partner (isend/irecv), a world-wide all_gather_object or an all_reduce of every rank's
+values gets the numbers right and fails here. The checker also compares every rank's
+new_group calls: PyTorch requires every rank to make the same calls in the same order,
+even for the groups it is not in (each rank names a new group from a count of the groups
+it made, so ranks that skip one disagree on every later name; nothing waits in new_group
+unless TORCH_DIST_INIT_BARRIER=1 asks for a barrier); with use_local_synchronization=True
+(PyTorch 2.1 and later) only a group's members take part, and a rank may make only its own
+pair's group.
 """
 
 from __future__ import annotations
@@ -127,8 +129,8 @@ def different_groups(made: dict) -> str:
     other = next(rank for rank in sorted(made) if made[rank] != made[first])
     return (f"the ranks made different new_group calls: rank {first} "
             f"{shown_groups(made[first])}, rank {other} {shown_groups(made[other])}; "
-            f"new_group is collective: every rank calls it for every group, members or "
-            f"not, in the same order (or pass use_local_synchronization=True, and only a "
+            f"every rank must call new_group for every group, members or not, in the "
+            f"same order (or pass use_local_synchronization=True, and only a "
             f"group's members call it)")
 
 

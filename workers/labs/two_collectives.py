@@ -3,8 +3,12 @@
 Every rank starts from a tensor of whole numbers of its own and must end with the sum
 dist.all_reduce gives, having called one reduce-scatter and one all-gather and nothing
 else, however it reached them: the pair a ring all-reduce is made of, each rank handling
-1/N of the tensor. The length is random: one the world size does not divide (so the
-tensor must be padded) at 2 and 3 ranks, a multiple of it at 5 (so it must not be).
+1/N of the tensor. Any of their names counts: reduce_scatter_tensor or
+reduce_scatter_single (the flat forms' names from PyTorch 2.13), all_gather_into_tensor or
+all_gather_single, the list forms, and the same calls reached through the process-group
+object or the functional collectives. The length is random: one the world size does not
+divide (so the tensor must be padded) at 2 and 3 ranks, a multiple of it at 5 (so it must
+not be).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Wrong: each rank makes only its own pair's group; new_group is collective."""
+"""Wrong: each rank makes only its own pair's group; every rank must make every group."""
 
 import torch
 import torch.distributed as dist
