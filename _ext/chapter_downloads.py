@@ -51,8 +51,9 @@ def add_download_links(app, docname: str, source: list[str]) -> None:
     notebook = os.path.relpath(notebooks_folder(app) / f"{name}.ipynb", Path(app.srcdir) / "book")
     links = (
         "\n:::{admonition} Run this chapter yourself\n:class: tip chapter-downloads\n"
-        f"{{download}}`Download it as a notebook <{notebook}>` and run it from a "
-        "clone of the book (after the README's set-up command), or read the code it runs: "
+        f"{{download}}`Download it as a notebook <{notebook}>` and run it from the "
+        "book's source (the first page, under Running it yourself, offers it; then the "
+        "README's set-up command), or read the code it runs: "
         f"{{download}}`workers/{name}.py <../workers/{name}.py>`.\n:::\n"
     )
     text = source[0]

@@ -115,11 +115,28 @@ def test_point_to_point_and_the_token_ring(n):
 
 
 @pytest.mark.parametrize("n", [3])
+def test_the_tutorials_collectives_give_what_it_says(n):
+    """The tutorial's calls at a world size the page does not use: ones everywhere, rank 0
+    broadcasting 2 and scattering [1, ..., n]."""
+    result = quiet_run("workers.collectives", "tutorial", "--world-size", str(n))
+    held = by_rank(result, "tutorial")
+    assert sorted(held) == list(range(n))
+    assert held[0]["reduce"] == [float(n)] and held[0]["gather"] == [1.0] * n
+    for r, e in held.items():
+        assert e["all_reduce"] == [float(n)] and e["all_gather"] == [1.0] * n
+        assert e["broadcast"] == [2.0] and e["scatter"] == [r + 1.0]
+        if r:
+            assert e["reduce"] is None and e["gather"] is None
+
+
+@pytest.mark.parametrize("n", [3])
 def test_ring_by_hand_equals_all_reduce(n):
     result = quiet_run("workers.collectives", "ring", "--world-size", str(n), "--numel", "1000",
                        "--trials", "1")
     checks = by_rank(result, "ring check")
     assert sorted(checks) == list(range(n)) and all(c["equal"] for c in checks.values())
+    # the first half alone: rank r finished chunk (r + 1) % n, as the page's code says
+    assert all(c["scattered"] and c["chunk"] == (r + 1) % n for r, c in checks.items())
     timings = result.events_named("ring timing")  # every trial is kept, for the spread
     assert len(timings) == 2 * n and all(len(e["seconds"]) == 1 for e in timings)
 

@@ -1,6 +1,7 @@
 """workers.init_methods beyond what its chapter runs: every route for world sizes the page does
 not use, the file-backed store, --port honoured by the first job, a missing rank on the other
-routes, the benchmark's jobs (one per repeat), each demo's --help, and bad input."""
+routes, the arrival demo's joins (one per order and repeat, each rank's span after the late
+side's sleep), the no-backend demo on this machine, each demo's --help, and bad input."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import socket
 
 import pytest
+import torch
 from workers.ranks import free_port
 
 from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
@@ -50,7 +52,8 @@ def test_a_missing_rank_fails_within_the_timeout_on_the_other_routes():
     [
         ("join", {"--method", "--store", "--world-size", "--address", "--port", "--file",
                   "--events", "--timeout"}),
-        ("benchmark", {"--methods", "--world-sizes", "--repeats", "--events", "--timeout"}),
+        ("arrival", {"--world-size", "--late", "--repeats", "--events", "--timeout"}),
+        ("no-backend", {"--world-size", "--events", "--timeout"}),
         ("leftover-file", {"--file", "--events", "--timeout"}),
         ("pitfalls", {"--events", "--timeout"}),
     ],
@@ -66,14 +69,16 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
         (["join", "--method", "carrier-pigeon"], ["invalid choice: 'carrier-pigeon'"]),
         (["join", "--world-size", "0"], ["--world-size", "must be at least 1"]),
         (["join", "--world-size", "65"], ["at most 64 ranks"]),
-        (["benchmark", "--world-sizes", "2", "100"], ["at most 64 ranks"]),
+        (["arrival", "--world-size", "100"], ["at most 64 ranks"]),
+        (["arrival", "--world-size", "1"], ["at least 2"]),
+        (["arrival", "--late", "0"], ["--late", "must be above 0"]),
         (["join", "--port", "http"], ["--port", "expected a number from 1 to 65535"]),
         (["join", "--port", "70000"], ["--port", "expected a number from 1 to 65535"]),
         (["join", "--file", "/proc/no/store"], ["--file", "cannot create a file in /proc/no"]),
         (["missing-rank", "--world-size", "1"], ["at least 2"]),
         (["store", "--file", "x"], ["unrecognized arguments: --file"]),
         (["pitfalls", "--world-size", "3"], ["unrecognized arguments: --world-size"]),
-        (["benchmark", "--repeats", "0"], ["--repeats", "must be at least 1"]),
+        (["arrival", "--repeats", "0"], ["--repeats", "must be at least 1"]),
     ],
 )
 def test_bad_input_gets_one_clear_line(args, fragments, capsys):
@@ -110,12 +115,26 @@ def test_unreachable_address_is_refused(capsys):
     assert_one_line_error(completed, "--address", "cannot bind")
 
 
-def test_the_benchmark_times_one_rendezvous_per_route_and_repeat():
-    result = quiet_run("workers.init_methods", "benchmark", "--methods", "env", "file",
-                       "--world-sizes", "3", "--repeats", "2")
+def test_the_arrival_demo_times_one_join_per_order_and_repeat():
+    result = quiet_run("workers.init_methods", "arrival", "--world-size", "3", "--repeats", "2",
+                       "--late", "0.2")
     jobs = {}
     for e in result.events_named("init_process_group"):
-        jobs.setdefault((e["method"], e["job"]), []).append(e["rank"])
-    # two jobs per route, each joined by all three ranks, each on its own port and file
-    assert sorted(method for method, _ in jobs) == ["env", "env", "file", "file"]
+        jobs.setdefault((e["order"], e["job"]), {})[e["rank"]] = e
+    # two joins per order, each by all three ranks, each on a port of its own
+    assert sorted(order for order, _ in jobs) == ["rank 0 first"] * 2 + ["rank 0 last"] * 2
     assert all(sorted(ranks) == [0, 1, 2] for ranks in jobs.values())
+    for (order, _), ranks in jobs.items():  # the late side called 0.2 s after the others
+        early, late = (ranks[1], ranks[0]) if order == "rank 0 last" else (ranks[0], ranks[1])
+        assert late["t"] - early["t"] >= 0.2 - 0.05
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only outcome")
+def test_no_backend_on_a_cpu_machine_is_gloo_and_nccl_cannot_be_made():
+    result = quiet_run("workers.init_methods", "no-backend", "--world-size", "2")
+    seen = {(e["choice"], e["rank"]): e for e in result.events_named("by device")}
+    for rank in (0, 1):
+        assert seen["init_process_group()", rank]["config"] == "cpu:gloo"
+        assert seen["init_process_group()", rank]["cpu"] == "1"
+        assert seen["init_process_group(device_id=...)", rank]["device"] == "cpu:0"
+        assert "error" in seen['init_process_group("cpu:gloo,cuda:nccl")', rank]

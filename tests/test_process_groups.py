@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+import torch
 import torch.distributed as dist
 from workers.process_groups import subgroup_layout
 from workers.ranks import free_port
@@ -60,6 +61,20 @@ def test_a_six_rank_mesh():
         assert e["tp"] == e["subgroup"] == [rank - rank % 2, rank - rank % 2 + 1]
         assert e["dp"] == [rank % 2, rank % 2 + 2, rank % 2 + 4]
         assert e["dp_sum"] == sum(r + 1 for r in e["dp"])
+
+
+def test_split_group_makes_a_layout_in_one_call():
+    """Five ranks: the even ones' group and the odd ones', each summing its members only; or,
+    before PyTorch 2.15 (gloo could not split), the same refusal on every rank."""
+    result = quiet_run("workers.process_groups", "split", "--world-size", "5")
+    by_rank = {e["rank"]: e for e in result.events_named("split")}
+    assert sorted(by_rank) == list(range(5))
+    if torch.__version__ < (2, 15) and result.backends == ["gloo"]:
+        assert all("not safe to split" in e["error"] for e in by_rank.values())
+        return
+    for rank, e in by_rank.items():
+        assert e["error"] is None and e["members"] == list(range(rank % 2, 5, 2))
+        assert e["sum"] == sum(r + 1 for r in e["members"])
 
 
 def test_a_rank_that_skips_new_group_ends_the_job_and_leaves_nothing(tmp_events):

@@ -1,6 +1,7 @@
 """workers.start_methods beyond what its chapter runs: start-up measured for another process count
-and one method alone, a forked child's change that stays its own, the CUDA demo's refusal without
-a GPU, each demo's --help, and bad input."""
+and one method alone, a forked child's change that stays its own, a forked child that sets one
+thread finishing its operation, ranks started both ways, the CUDA demo's refusal without a GPU,
+each demo's --help, and bad input."""
 
 from __future__ import annotations
 
@@ -25,6 +26,20 @@ def test_a_forked_childs_change_never_reaches_the_parent():
     assert after == "a value the parent set at run time"
 
 
+def test_a_forked_child_with_one_thread_finishes_whatever_the_first_did():
+    result = quiet_run("workers.start_methods", "fork-thread-pool", "--deadlock-after", "2")
+    ended = {e["child"]: e["verdict"] for e in result.events_named("thread pool")}
+    assert ended["forked child, set_num_threads(1)"] == "finished"
+    assert ended["forked child"] in {"finished", "hung"}
+
+
+def test_ranks_start_under_both_methods_each_rank_once():
+    result = quiet_run("workers.start_methods", "ranks", "--processes", "2")
+    started = sorted((e["method"], e["rank"]) for e in result.events_named("start to running"))
+    assert started == [("forkserver", 0), ("forkserver", 1), ("spawn", 0), ("spawn", 1)]
+    assert all(e["t_end"] > e["t"] for e in result.events_named("start to running"))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
 def test_cuda_fork_without_a_gpu_says_so():
     assert_one_line_error(cli("workers.start_methods", "cuda-fork"), "needs a CUDA GPU")
@@ -43,6 +58,8 @@ def test_cuda_fork_fails_only_under_fork():
         ("startup", {"--methods", "--processes", "--forkserver-preload", "--events", "--timeout"}),
         ("fork-with-threads", {"--methods", "--deadlock-after", "--events", "--timeout"}),
         ("context", {"--events", "--timeout"}),
+        ("fork-thread-pool", {"--deadlock-after", "--events", "--timeout"}),
+        ("ranks", {"--processes", "--events", "--timeout"}),
     ],
 )
 def test_each_demo_documents_only_its_own_options(demo, options, capsys):
@@ -58,6 +75,8 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
         (["startup", "--processes", "65"], ["at most 64"]),
         (["fork-with-threads", "--deadlock-after", "0"], ["must be above 0"]),
         (["context", "--methods", "fork"], ["unrecognized arguments: --methods"]),
+        (["ranks", "--processes", "0"], ["must be at least 1"]),
+        (["fork-thread-pool", "--deadlock-after", "0"], ["must be above 0"]),
         (["nothing"], ["invalid choice: 'nothing'"]),
     ],
 )

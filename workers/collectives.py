@@ -1,6 +1,7 @@
 """Point-to-point and collective communication, with a bandwidth benchmark.
 
     python -m workers.collectives p2p --world-size 3
+    python -m workers.collectives tutorial --world-size 4
     python -m workers.collectives collectives --world-size 4
     python -m workers.collectives ring --world-size 4
     python -m workers.collectives bandwidth --world-size 2
@@ -193,6 +194,43 @@ BITWISE = {"BAND", "BOR", "BXOR"}
 ROOTED = [broadcast, scatter, gather, reduce]
 
 
+def tutorial(rank: int, n: int, device) -> dict:
+    """The collectives of PyTorch's tutorial "Writing Distributed Applications with
+    PyTorch", in its order and on its tensors: ones, except the 2 rank 0 broadcasts and the
+    list [1, 2, ..., n] it scatters. What each rank holds after each (None: unspecified)."""
+    def ones():
+        return torch.ones(1, device=device)
+
+    held = {}
+    t = ones()
+    dist.reduce(t, dst=0)  # SUM by default, on rank 0 only
+    held["reduce"] = t if rank == 0 else None
+    t = ones()
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    held["all_reduce"] = t
+    parts = [ones() for _ in range(n)] if rank == 0 else None
+    dist.gather(ones(), gather_list=parts, dst=0)
+    held["gather"] = torch.cat(parts) if rank == 0 else None
+    parts = [ones() for _ in range(n)]
+    dist.all_gather(parts, ones())
+    held["all_gather"] = torch.cat(parts)
+    t = ones() * (2 if rank == 0 else 1)
+    dist.broadcast(t, src=0)
+    held["broadcast"] = t
+    t = ones()
+    pieces = [ones() * (i + 1) for i in range(n)] if rank == 0 else None
+    dist.scatter(t, scatter_list=pieces, src=0)
+    held["scatter"] = t
+    return {name: listed(value) for name, value in held.items()}
+
+
+def compact(values) -> str:
+    """A list of numbers as the tutorial prints them, briefly: ``[1, 1]``; None as ``-``."""
+    if values is None:
+        return "-"
+    return "[" + ", ".join(f"{value:g}" for value in values) + "]"
+
+
 # --- recording, beside the lesson ---------------------------------------------------------
 
 
@@ -262,35 +300,50 @@ def every_collective(rank: int, n: int, device, events: Events, roots=(0,)) -> N
 # --- ring all-reduce by hand --------------------------------------------------------------
 
 
-def ring_all_reduce(tensor: torch.Tensor, rank: int, world_size: int) -> None:
-    """Sum ``tensor`` over all ranks in place: a reduce-scatter, then an all-gather.
-
-    The tensor is cut into world_size chunks. In each of the n-1 reduce-scatter steps a rank
-    sends one chunk to its right neighbour and adds the chunk arriving from its left; after
-    them, rank r holds the full sum of chunk (r+1) % n. The n-1 all-gather steps pass those
-    finished chunks around the ring. Each rank sends 2(n-1)/n of the tensor in all.
-    """
-    n = world_size
+def ring_reduce_scatter(tensor: torch.Tensor, rank: int, n: int) -> torch.Tensor:
+    """The first half of a ring all-reduce, in place. In each of n-1 steps every rank sends
+    one of its n chunks to its right neighbour and adds the chunk arriving from its left.
+    Returns rank r's chunk (r+1) % n, then summed over all ranks (the others hold partial
+    sums). The length must be a multiple of n: only then does chunk() cut n equal chunks."""
+    assert tensor.numel() % n == 0, "pad the tensor to a multiple of the world size"
     chunks = tensor.chunk(n)
     right, left = (rank + 1) % n, (rank - 1) % n
     incoming = torch.empty_like(chunks[0])
-    for step in range(n - 1):  # reduce-scatter
-        sending = dist.isend(chunks[(rank - step) % n], dst=right)
-        dist.recv(incoming, src=left)
-        sending.wait()
+    for step in range(n - 1):
+        sending = dist.P2POp(dist.isend, chunks[(rank - step) % n], right)
+        receiving = dist.P2POp(dist.irecv, incoming, left)
+        for work in dist.batch_isend_irecv([sending, receiving]):
+            work.wait()  # only now is `incoming` complete and the sent chunk free
         chunks[(rank - step - 1) % n].add_(incoming)
-    for step in range(n - 1):  # all-gather
-        sending = dist.isend(chunks[(rank - step + 1) % n], dst=right)
-        dist.recv(incoming, src=left)
-        sending.wait()
+    return chunks[(rank + 1) % n]
+
+
+def ring_all_gather(tensor: torch.Tensor, rank: int, n: int) -> None:
+    """The second half: n-1 steps pass each finished chunk round the same ring; a rank
+    copies the chunk that arrives over its partial sum instead of adding it."""
+    chunks = tensor.chunk(n)
+    right, left = (rank + 1) % n, (rank - 1) % n
+    incoming = torch.empty_like(chunks[0])
+    for step in range(n - 1):
+        sending = dist.P2POp(dist.isend, chunks[(rank - step + 1) % n], right)
+        receiving = dist.P2POp(dist.irecv, incoming, left)
+        for work in dist.batch_isend_irecv([sending, receiving]):
+            work.wait()
         chunks[(rank - step) % n].copy_(incoming)
+
+
+def ring_all_reduce(tensor: torch.Tensor, rank: int, world_size: int) -> None:
+    """Sum ``tensor`` over all ranks in place: each rank sends 2(n-1)/n of it in all."""
+    ring_reduce_scatter(tensor, rank, world_size)
+    ring_all_gather(tensor, rank, world_size)
 
 
 def ring(rank: int, world_size: int, device, events: Events, numel: int, trials: int):
     numel -= numel % world_size  # equal chunks
     generator = torch.Generator().manual_seed(rank)
     data = torch.randn(numel, generator=generator).to(device)
-    by_hand, library = data.clone(), data.clone()
+    by_hand, library, half = data.clone(), data.clone(), data.clone()
+    finished = ring_reduce_scatter(half, rank, world_size)  # the first half alone
     ring_all_reduce(by_hand, rank, world_size)
     dist.all_reduce(library)
     difference = (by_hand - library).abs().max().item()
@@ -303,7 +356,11 @@ def ring(rank: int, world_size: int, device, events: Events, numel: int, trials:
     dist.all_reduce(magnitude)
     bound = 2 * (world_size - 1) * torch.finfo(torch.float32).eps * magnitude
     equal = bool(((by_hand - library).abs() <= bound).all())
-    events.emit(rank, "ring check", difference=difference, numel=numel, equal=equal)
+    mine = (rank + 1) % world_size  # the chunk the reduce-scatter finished here
+    scattered = bool(((finished - library.chunk(world_size)[mine]).abs()
+                      <= bound.chunk(world_size)[mine]).all())
+    events.emit(rank, "ring check", difference=difference, numel=numel, equal=equal,
+                chunk=mine, scattered=scattered)
     implementations = [("ring by hand", lambda t: ring_all_reduce(t, rank, world_size)),
                        ("dist.all_reduce", dist.all_reduce)]
     for name, reduce_all in implementations:
@@ -436,6 +493,10 @@ def rank_main(rank: int, job: Job, args) -> None:
     with joined(job, rank) as device:
         if args.demo == "p2p":
             events.emit(rank, "p2p", **p2p(rank, job.world_size, device))
+        elif args.demo == "tutorial":
+            held = tutorial(rank, job.world_size, device)
+            say(rank, "  ".join(f"{name} {compact(value)}" for name, value in held.items()))
+            events.emit(rank, "tutorial", **held)
         elif args.demo == "collectives":
             every_collective(rank, job.world_size, device, events, args.roots)
         elif args.demo == "ring":
@@ -453,6 +514,8 @@ def command_line() -> Parser:
                     description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
     p2p_demo = demos.add_parser("p2p", help="send/recv, isend/irecv, a token round a ring")
+    tutorial_demo = demos.add_parser("tutorial", help="the collectives of PyTorch's "
+                                     "tutorial, on its tensors")
     every = demos.add_parser("collectives", help="every collective, before and after")
     ring_demo = demos.add_parser("ring", help="a ring all-reduce by hand, and the library")
     bandwidth_demo = demos.add_parser("bandwidth", help="all_reduce bandwidth per size")
@@ -468,7 +531,7 @@ def command_line() -> Parser:
     for demo, trials in ((ring_demo, 3), (bandwidth_demo, 5)):
         demo.add_argument("--trials", type=positive_int, default=trials,
                           help=f"timed runs (default {trials})")
-    for demo in (p2p_demo, every, ring_demo, bandwidth_demo):
+    for demo in (p2p_demo, tutorial_demo, every, ring_demo, bandwidth_demo):
         add_job_options(demo)
         add_common_options(demo, timeout=60)
     return parser

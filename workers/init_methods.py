@@ -7,7 +7,8 @@
     python -m workers.init_methods port-in-use
     python -m workers.init_methods leftover-file
     python -m workers.init_methods pitfalls
-    python -m workers.init_methods benchmark --world-sizes 2 8 --repeats 3
+    python -m workers.init_methods arrival --world-size 4 --late 0.1
+    python -m workers.init_methods no-backend --world-size 2
     torchrun --standalone --nproc-per-node 4 -m workers.init_methods join
 
 Before any tensor moves, the processes of a job must find each other: every route below
@@ -30,8 +31,9 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from workers.job import Job, check_world_size, joined, started_as_rank, world_size_from
+from workers.job import Job, joined, started_as_rank, world_size_from
 from workers.ranks import (
     Events,
     Parser,
@@ -42,6 +44,7 @@ from workers.ranks import (
     launch,
     open_events,
     physical_cores,
+    positive_float,
     positive_int,
     say,
     say_main,
@@ -229,6 +232,72 @@ def pitfall_rank(rank: int, world_size: int, meet: Rendezvous, name: str,
         events.emit(rank, "pitfall", pitfall=name, error=first_line(error), seconds=took)
 
 
+# --- no backend named: one per device ----------------------------------------------------
+
+CHOICES = ["init_process_group()", "init_process_group(device_id=...)",
+           'init_process_group("cpu:gloo,cuda:nccl")']
+
+
+def init_by_device(rank: int, world_size: int, url: str, choice: str,
+                   device: torch.device) -> None:
+    """Join without naming one backend: none at all, only this rank's device, or one
+    backend per device type."""
+    if choice == "init_process_group()":
+        dist.init_process_group(init_method=url, rank=rank, world_size=world_size)
+    elif choice == "init_process_group(device_id=...)":
+        dist.init_process_group(init_method=url, rank=rank, world_size=world_size,
+                                device_id=device)
+    else:
+        dist.init_process_group("cpu:gloo,cuda:nccl", init_method=url, rank=rank,
+                                world_size=world_size)
+
+
+def all_reduce_on(device: torch.device) -> str:
+    """All-reduce a tensor on ``device``: the ranks' sum, or the error's first line."""
+    try:
+        total = torch.tensor([dist.get_rank()], device=device)
+        dist.all_reduce(total)
+        return str(int(total))
+    except (RuntimeError, ValueError) as error:
+        return f"{type(error).__name__}: {first_line(error)[:120]}"
+
+
+def by_device_rank(rank: int, world_size: int, meets: list[Rendezvous], gpus: bool,
+                   events: Events) -> None:
+    """Each way of naming no single backend, in a group of its own, one after the other."""
+    device = torch.device("cuda", rank) if gpus else torch.device("cpu", 0)
+    if gpus:
+        torch.cuda.set_device(device)
+    for choice, meet in zip(CHOICES, meets):
+        seen = {"choice": choice, "device": str(device)}
+        try:
+            init_by_device(rank, world_size, f"tcp://{meet.address}:{meet.port}", choice,
+                           device)
+        except (RuntimeError, ValueError) as error:
+            seen["error"] = f"{type(error).__name__}: {first_line(error)[:160]}"
+            say(rank, f"{choice}: {seen['error']}")
+            events.emit(rank, "by device", **seen)
+            continue
+        seen.update(backend=str(dist.get_backend()), config=str(dist.get_backend_config()),
+                    cpu=all_reduce_on(torch.device("cpu")))
+        if gpus:
+            seen["cuda"] = all_reduce_on(device)
+        say(rank, f"{choice}: get_backend() {seen['backend']!r}, get_backend_config() "
+                  f"{seen['config']!r}; all_reduce of a CPU tensor: {seen['cpu']}"
+            + (f"; of a CUDA tensor: {seen['cuda']}" if gpus else ""))
+        events.emit(rank, "by device", **seen)
+        dist.destroy_process_group()
+
+
+def demo_no_backend(args, events: Events) -> int:
+    gpus = torch.cuda.is_available() and torch.cuda.device_count() >= args.world_size
+    say_main(f"{args.world_size} ranks, " + (f"GPUs 0 to {args.world_size - 1}" if gpus
+                                               else "no GPU each: device_id is cpu:0"))
+    meets = [rendezvous_of(args, "tcp", fresh=True) for _ in CHOICES]
+    return launch(by_device_rank, (args.world_size, meets, gpus, events), args.world_size,
+                  timeout=len(CHOICES) * args.timeout + 5)
+
+
 # --- the jobs -----------------------------------------------------------------------------
 
 
@@ -363,37 +432,43 @@ def crash_after_joining(rank: int, path: str, timeout: float) -> None:
     os.kill(os.getpid(), signal.SIGKILL)  # no destroy_process_group, no FileStore clean-up
 
 
-def demo_benchmark(args, events: Events) -> int:
-    """Time to rendezvous for each route and world size, ``--repeats`` times.
-
-    One job per world size, whose ranks then join and leave a group once per route and
-    repeat, each time on a fresh port and file: the ranks are already running, so what is
-    timed is the rendezvous itself, not the start of processes. The routes take turns
-    within each repeat, so a slow moment of the machine does not fall on one route."""
-    for world_size in args.world_sizes:
-        warm_up = rendezvous_of(args, args.methods[0], fresh=True)
-        meets = [rendezvous_of(args, method, fresh=True)
-                 for _ in range(args.repeats) for method in args.methods]
-        code = launch(time_rendezvous, (world_size, warm_up, meets, events), world_size,
-                      timeout=(len(meets) + 1) * args.timeout + 5)
-        if code:
-            return code
-    say_main(f"{len(args.methods)} routes x world sizes "
-             f"{', '.join(map(str, args.world_sizes))} x {args.repeats} repeats, "
-             f"on {physical_cores()} cores")
-    return 0
+ORDERS = ["rank 0 first", "rank 0 last"]
 
 
-def time_rendezvous(rank: int, world_size: int, warm_up: Rendezvous,
-                    meets: list[Rendezvous], events: Events) -> None:
-    """Join and leave the group once per rendezvous in ``meets``, timing each join. The
-    ranks first join ``warm_up``, untimed: that first join also waits for the last rank to
-    start, and every later one begins with every rank running."""
+def demo_arrival(args, events: Events) -> int:
+    """One job of ``--world-size`` ranks that joins and leaves a ``tcp://`` group
+    ``--repeats`` times in each order: rank 0, whose ``init_process_group`` starts the
+    store's server, arriving ``--late`` seconds before the other ranks, or after them.
+    Every join has a fresh port; the ranks are running already, so what is timed is the
+    rendezvous, not the start of processes."""
+    warm_up = rendezvous_of(args, "tcp", fresh=True)
+    meets = [(order, rendezvous_of(args, "tcp", fresh=True))
+             for _ in range(args.repeats) for order in ORDERS]
+    ready = mp.get_context("forkserver").Barrier(args.world_size)
+    deadline = (len(meets) + 1) * (args.timeout + args.late) + 5
+    job = (args.world_size, warm_up, meets, args.late, ready, events)
+    code = launch(time_arrivals, job, args.world_size, timeout=deadline)
+    if code == 0:
+        say_main(f"{args.world_size} ranks, {args.repeats} joins in each order, the late "
+                 f"side {args.late:g} s late, on {physical_cores()} cores")
+    return code
+
+
+def time_arrivals(rank: int, world_size: int, warm_up: Rendezvous,
+                  meets: list[tuple[str, Rendezvous]], late: float, ready,
+                  events: Events) -> None:
+    """Join and leave a group once per rendezvous in ``meets``, the late side sleeping
+    ``late`` seconds first. The ranks start each join together (``ready``, a barrier of
+    their own, since the group they just left is gone); the untimed ``warm_up`` join also
+    waits for the last rank to start."""
     init(rank, world_size, warm_up)
     leave()
-    for meet in meets:
-        with events.span(rank, "init_process_group", method=meet.method,
-                         world_size=world_size, job=f"{meet.port} {meet.path}"):
+    for order, meet in meets:
+        ready.wait()
+        if (rank == 0) != (order == "rank 0 first"):
+            time.sleep(late)  # the other side is at the store already
+        with events.span(rank, "init_process_group", order=order, world_size=world_size,
+                         job=meet.port):
             init(rank, world_size, meet)
         leave()
     if rank == 0:
@@ -412,7 +487,8 @@ DEMOS = {
     "port-in-use": demo_port_in_use,
     "leftover-file": demo_leftover_file,
     "pitfalls": demo_pitfalls,
-    "benchmark": demo_benchmark,
+    "arrival": demo_arrival,
+    "no-backend": demo_no_backend,
 }
 
 
@@ -432,7 +508,8 @@ def command_line() -> Parser:
     busy = demos.add_parser("port-in-use", help="the store's port is taken")
     leftover = demos.add_parser("leftover-file", help="reuse a dead job's rendezvous file")
     pitfalls = demos.add_parser("pitfalls", help="three start-up mistakes, one job each")
-    benchmark = demos.add_parser("benchmark", help="time each route for a few world sizes")
+    arrival = demos.add_parser("arrival", help="rank 0 at the store first, then last")
+    by_device = demos.add_parser("no-backend", help="no backend named: one per device")
     for demo in (join, missing):
         demo.add_argument("--method", nargs="+", choices=METHODS, default=["env"],
                           help="rendezvous route(s), one job after the other (default env)")
@@ -449,13 +526,16 @@ def command_line() -> Parser:
     for demo in (join, missing, leftover):
         demo.add_argument("--file", metavar="PATH",
                           help="rendezvous file of the file routes (default: a fresh path)")
-    benchmark.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS,
-                           help="routes to time (default all)")
-    benchmark.add_argument("--world-sizes", nargs="+", type=positive_int,
-                           default=[2, 8], help="world sizes (default 2 8)")
-    benchmark.add_argument("--repeats", type=positive_int, default=3,
-                           help="jobs per route and world size (default 3)")
-    for demo in (join, store, missing, busy, leftover, benchmark):
+    arrival.add_argument("--world-size", type=positive_int, default=4,
+                         help="ranks (default 4)")
+    by_device.add_argument("--world-size", type=positive_int, default=2,
+                           help="ranks (default 2; with GPUs, one each where there are "
+                           "enough)")
+    arrival.add_argument("--late", type=positive_float, default=0.1, metavar="SECONDS",
+                         help="how late the late side arrives (default 0.1)")
+    arrival.add_argument("--repeats", type=positive_int, default=3,
+                         help="joins in each order (default 3)")
+    for demo in (join, store, missing, busy, leftover, arrival, by_device):
         add_common_options(demo, timeout=30)
     add_common_options(pitfalls, timeout=2)  # small jobs: a short rendezvous does
     return parser
@@ -463,11 +543,9 @@ def command_line() -> Parser:
 
 def check(parser, args) -> None:
     """What argparse cannot see: sizes, a usable port, address and rendezvous file."""
-    if args.demo in ("join", "store", "missing-rank"):
-        least = 2 if args.demo == "missing-rank" else 1
+    if args.demo in ("join", "store", "missing-rank", "arrival", "no-backend"):
+        least = 2 if args.demo in ("missing-rank", "arrival") else 1
         args.world_size = world_size_from(parser, args, least)
-    for world_size in getattr(args, "world_sizes", []):
-        check_world_size(parser, world_size)
     args.address = getattr(args, "address", "127.0.0.1")
     try:
         args.port = port_number(args.port) if getattr(args, "port", None) else None

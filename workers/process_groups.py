@@ -5,6 +5,7 @@ the backend's own threads behind an asynchronous collective.
     python -m workers.process_groups missing-group --world-size 3
     python -m workers.process_groups missing-group --world-size 3 --local-sync
     python -m workers.process_groups mesh --world-size 4
+    python -m workers.process_groups split --world-size 4
     python -m workers.process_groups backends --world-size 2
     python -m workers.process_groups threads --world-size 2
     torchrun --standalone --nproc-per-node 4 -m workers.process_groups groups
@@ -53,7 +54,7 @@ def subgroup_layout(world_size: int) -> dict[str, list[int]]:
 def groups(rank: int, world_size: int, device, timeout: timedelta) -> list[dict]:
     """Every group of ``subgroup_layout`` and the world: what this rank sees in each."""
     # Every rank calls new_group for every group, in the same order, even for groups it is
-    # not in: creating a group is itself a collective over the default group.
+    # not in: each rank numbers its groups by counting these calls.
     layout = subgroup_layout(world_size)
     made = {name: dist.new_group(ranks, timeout=timeout) for name, ranks in layout.items()}
     made["world"], layout["world"] = dist.group.WORLD, list(range(world_size))
@@ -133,6 +134,15 @@ def mesh(rank: int, world_size: int, device, events: Events, timeout: timedelta)
               f"tp group {tp_ranks} sum {tp_sum.item():g}; new_subgroups gave {subgroup}")
     events.emit(rank, "mesh", coordinate=list(coordinate), dp=dp_ranks, tp=tp_ranks,
                 dp_sum=dp_sum.item(), tp_sum=tp_sum.item(), subgroup=subgroup)
+
+
+def split(rank: int, world_size: int, device, timeout: timedelta) -> dict:
+    """split_group: the even ranks' group and the odd ranks', made in one call."""
+    layout = [list(range(0, world_size, 2)), list(range(1, world_size, 2))]
+    mine = dist.split_group(split_ranks=layout, timeout=timeout)  # every rank calls it
+    total = torch.tensor([float(rank + 1)], device=device)
+    dist.all_reduce(total, group=mine)
+    return dict(members=dist.get_process_group_ranks(mine), sum=total.item())
 
 
 # --- backends -----------------------------------------------------------------------------
@@ -319,6 +329,17 @@ def rank_main(rank: int, job: Job, args, spares: list[Job]) -> None:
                 raise SystemExit(1)
         elif args.demo == "mesh":
             mesh(rank, job.world_size, device, events, wait)
+        elif args.demo == "split":
+            try:
+                made = split(rank, job.world_size, device, wait)
+                say(rank, f"split_group gave the group {made['members']}, sum "
+                          f"{made['sum']:g}")
+            except RuntimeError as error:  # before 2.15 gloo could not split
+                made = dict(error=f"{type(error).__name__}: {first_line(error)}")
+                say(rank, f"split_group refused: {made['error']}")
+            events.emit(rank, "split", bound=str(dist.group.WORLD.bound_device_id),
+                        release=torch.__version__.split("+")[0],
+                        **{"members": None, "sum": None, "error": None, **made})
         elif args.demo == "backends":
             backends(rank, job.world_size, device, events)
         else:
@@ -333,6 +354,7 @@ def command_line() -> Parser:
         demos.add_parser("groups", help="disjoint and overlapping subgroups, group ranks"),
         demos.add_parser("missing-group", help="a rank that skips new_group"),
         demos.add_parser("mesh", help="a 2-D device mesh and new_subgroups"),
+        demos.add_parser("split", help="the groups of a layout from one split_group"),
         demos.add_parser("backends", help="what each backend supports here, tried"),
         demos.add_parser("threads", help="the backend's threads; an async all_reduce"),
     ]
@@ -341,10 +363,11 @@ def command_line() -> Parser:
                          metavar="SECONDS", help="timeout= of its groups (default 1)")
     missing.add_argument("--local-sync", action="store_true",
                          help="make both groups with use_local_synchronization=True")
-    made[4].add_argument("--numel", type=positive_int, default=1 << 20,
+    made[5].add_argument("--numel", type=positive_int, default=1 << 20,
                          help="floats all-reduced with async_op=True (default 1M = 4 MiB)")
     for demo in made:
-        add_job_options(demo, world_size=4 if demo.prog.endswith(("groups", "mesh")) else 2)
+        four = demo.prog.endswith(("groups", "mesh", "split"))
+        add_job_options(demo, world_size=4 if four else 2)
         add_common_options(demo, timeout=15 if demo is missing else 30)
     return parser
 

@@ -5,6 +5,8 @@
     python -m workers.start_methods context
     python -m workers.start_methods fork-with-threads
     python -m workers.start_methods queue-threads
+    python -m workers.start_methods fork-thread-pool
+    python -m workers.start_methods ranks --processes 4
     python -m workers.start_methods cuda-fork        (needs a CUDA GPU)
 
 fork copies the running parent; spawn starts a fresh interpreter that imports this
@@ -14,6 +16,7 @@ forks every child from it.
 
 from __future__ import annotations
 
+import queue
 import statistics
 import sys
 import threading
@@ -198,6 +201,88 @@ def demo_queue_threads(args, events: Events) -> int:
     return 0
 
 
+# --- fork-thread-pool: PyTorch's intra-op threads at the moment of fork ----------------
+
+BIG = 1_000_000  # elements: far above the size PyTorch splits over its intra-op threads
+
+
+def double_and_sum(rank: int, label: str, threads: int | None, done) -> None:
+    """A forked child runs one operation large enough for the intra-op thread pool."""
+    if threads:
+        torch.set_num_threads(threads)  # what each DataLoader worker does first
+    say(rank, f"{label}: doubling and summing {BIG:,} numbers ...")
+    torch.ones(BIG).mul(2).sum()
+    done.set()
+    say(rank, f"{label}: done")
+
+
+def demo_fork_thread_pool(args, events: Events) -> int:
+    threads = torch.get_num_threads()
+    torch.ones(BIG).mul(2).sum()  # the parent's intra-op threads run, then wait for more
+    say_main(f"the parent ran one operation on {threads} intra-op thread(s), then forks")
+    ctx = mp.get_context("fork")
+    for rank, (label, each) in enumerate([("forked child", None),
+                                          ("forked child, set_num_threads(1)", 1)]):
+        done = ctx.Event()
+        child = ctx.Process(target=double_and_sum, args=(rank, label, each, done))
+        child.start()
+        with events.span("main", "thread pool", child=label, threads=threads) as outcome:
+            if done.wait(timeout=args.deadlock_after):
+                child.join(timeout=args.timeout)
+                say_main(f"{label}: finished, exit code {child.exitcode}")
+                outcome["verdict"] = "finished"
+            else:
+                child.kill()
+                child.join()
+                say_main(f"{label}: still inside the operation after "
+                         f"{args.deadlock_after:g} s: hung")
+                outcome["verdict"] = "hung"
+    return 0
+
+
+# --- ranks: how the distributed chapters start their ranks ------------------------------
+
+
+def rank_ready(rank: int, ready) -> None:
+    """A rank's first line: say when it began to run."""
+    ready.put((rank, time.time()))
+
+
+def start_ranks(method: str, world_size: int, ready) -> mp.ProcessContext:
+    """``world_size`` ranks as ``mp.spawn`` starts them (``"spawn"``), or as the book's
+    workers start theirs (``"forkserver"``): forked from a server that imported torch."""
+    if method == "forkserver":
+        mp.get_context("forkserver").set_forkserver_preload(["torch", "torch.distributed"])
+    return mp.start_processes(rank_ready, args=(ready,), nprocs=world_size, join=False,
+                              start_method=method)
+
+
+def demo_ranks(args, events: Events) -> int:
+    for method in ["spawn", "forkserver"]:
+        ready = mp.get_context(method).Queue()
+        asked = time.time()
+        ranks = start_ranks(method, args.processes, ready)
+        began = {}
+        try:
+            for _ in range(args.processes):
+                rank, when = ready.get(timeout=args.timeout)
+                began[rank] = when
+        except queue.Empty:
+            for process in ranks.processes:
+                process.kill()
+            say_main(f"{method}: {args.processes - len(began)} rank(s) did not start "
+                     f"within {args.timeout:g} s")
+            return 1
+        while not ranks.join(timeout=args.timeout):
+            pass
+        for rank, when in sorted(began.items()):
+            events.emit(rank, "start to running", t=asked, t_end=when, method=method)
+        last = max(began.values()) - asked
+        say_main(f"{method:<10} {args.processes} ranks: every one running {last:.2f} s "
+                 "after start_processes()")
+    return 0
+
+
 # --- cuda-fork: CUDA initialised in the parent, then fork -----------------------------
 
 
@@ -235,6 +320,9 @@ def command_line() -> Parser:
     context = demos.add_parser("context", help="set_start_method against get_context")
     threads = demos.add_parser("fork-with-threads", help="fork while a thread holds a lock")
     queues = demos.add_parser("queue-threads", help="which queues start a thread")
+    pool = demos.add_parser("fork-thread-pool",
+                            help="fork after PyTorch's intra-op threads ran")
+    ranks = demos.add_parser("ranks", help="ranks started as mp.spawn and as the book does")
     cuda = demos.add_parser("cuda-fork", help="CUDA in the parent, then fork (needs a GPU)")
     for demo in (startup, inherit, threads):
         demo.add_argument(
@@ -254,7 +342,15 @@ def command_line() -> Parser:
         "--deadlock-after", type=positive_float, default=2.0, metavar="SECONDS",
         help="a child still waiting for the lock this long is deadlocked (default 2)",
     )
-    for demo in (startup, inherit, context, threads, queues, cuda):
+    pool.add_argument(
+        "--deadlock-after", type=positive_float, default=2.0, metavar="SECONDS",
+        help="a child still in its operation this long is hung (default 2)",
+    )
+    ranks.add_argument(
+        "--processes", type=positive_int, default=4,
+        help="ranks started by each method (default 4)",
+    )
+    for demo in (startup, inherit, context, threads, queues, pool, ranks, cuda):
         add_common_options(demo, timeout=30)
     return parser
 
@@ -265,6 +361,8 @@ DEMOS = {
     "context": demo_context,
     "fork-with-threads": demo_fork_with_threads,
     "queue-threads": demo_queue_threads,
+    "fork-thread-pool": demo_fork_thread_pool,
+    "ranks": demo_ranks,
     "cuda-fork": demo_cuda_fork,
 }
 

@@ -1,7 +1,9 @@
 """What the start-methods page says about the starts it timed (ms from ``start()`` until
 the child's code ran): fork against spawn, the forkserver's later starts (which depend on
 whether the Python that ran them preloads the main script: 3.13.8 and later do), the
-forkserver with PyTorch preloaded, and a spawn start without PyTorch."""
+forkserver with PyTorch preloaded, a spawn start without PyTorch, ranks started as
+``mp.spawn`` starts them and as the book's workers do; and whether a forked child hung in
+its first operation on PyTorch's intra-op threads."""
 
 from __future__ import annotations
 
@@ -127,3 +129,54 @@ def spawn_without_torch(without: float, spawn: Sequence[float]) -> Verdict:
         return Verdict("higher", f"{there}, longer than every start here with PyTorch "
                                  f"({span}).")
     return Verdict("inside", f"{there}, against {span} here with PyTorch: {NOISE}.")
+
+
+@verdict(
+    lower=dict(spawn=[4.1, 4.6, 4.9], forkserver=[1.8, 1.85, 1.9]),
+    inside=dict(spawn=[1.9, 2.0, 2.2], forkserver=[1.7, 1.95, 2.0]),
+    higher=dict(spawn=[1.5, 1.6, 1.7], forkserver=[1.8, 1.9, 2.0]),
+)
+def ranks_started(spawn: Sequence[float], forkserver: Sequence[float]) -> Verdict:
+    """Seconds from ``start_processes()`` until each rank's first line ran, under
+    ``spawn`` (as ``mp.spawn`` starts them) and from a forkserver with torch preloaded."""
+    n = len(spawn)
+    said = (f"Under `spawn` the {n} ranks were running {min(spawn):.2f} to "
+            f"{max(spawn):.2f} s after the call, from the preloaded forkserver "
+            f"{min(forkserver):.2f} to {max(forkserver):.2f} s")
+    where = order(forkserver, spawn)
+    if where == "lower":
+        return Verdict("lower", f"{said}: every rank sooner, since the server imported "
+                                f"PyTorch once where `spawn` imported it {n} times, once "
+                                "in each rank.")
+    if where == "higher":
+        return Verdict("higher", f"{said}: here `spawn` was faster for every rank, its "
+                                 f"{n} imports of PyTorch side by side taking less time "
+                                 "than the server's one.")
+    return Verdict("inside", f"{said}: the two overlap, {NOISE}: here the {n} imports of "
+                             "`spawn`, side by side, took about as long as the server's "
+                             "one.")
+
+
+@verdict(
+    hung=dict(first="hung", threads=2),
+    finished=dict(first="finished", threads=16),
+    one_thread=dict(first="finished", threads=1),
+)
+def forked_thread_pool(first: str, threads: int) -> Verdict:
+    """What the forked child that did not set its thread count did (``"hung"`` or
+    ``"finished"``), given the parent's intra-op threads; the child that set one thread
+    finished (the page asserts it)."""
+    if first == "hung":
+        return Verdict("hung", f"The parent had run on {threads} intra-op threads. Its "
+                               "first forked child was still inside the operation at the "
+                               "deadline: it hung, and was killed. The child that set one "
+                               "thread first finished.")
+    if threads == 1:
+        return Verdict("one_thread", "This machine gave the parent one intra-op thread, so "
+                                     "it ran the operation itself and started no pool, and "
+                                     "both forked children finished. Where PyTorch uses "
+                                     "several threads, the first child can hang.")
+    return Verdict("finished", f"The parent had run on {threads} intra-op threads, and "
+                               "both forked children finished: this build's thread pool "
+                               "(which depends on the OpenMP runtime PyTorch was built "
+                               "with) survived the fork.")
