@@ -17,6 +17,7 @@ release, which is how the book checks the oldest release it supports.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shlex
 import signal
@@ -102,6 +103,15 @@ def under_torchrun(chapter, *args, module=None, **expected) -> Demo:
     return Demo(chapter, TORCHRUN[0], (*TORCHRUN[1:], "-m", module, *args), **expected)
 
 
+def torchft_demo(*args, **expected) -> Demo:
+    """A demo of the fault-tolerance chapter. Where torchft is not installed (it has no
+    wheel for Python 3.14), the demos that need it must say so in one line instead."""
+    if importlib.util.find_spec("torchft") is not None or args[0] == "compare":
+        return workers_demo("fault_tolerance", *args, **expected)
+    return workers_demo("fault_tolerance", *args, returncode=2,
+                        output="torchft is not installed for this Python")
+
+
 def cuda_only(chapter, name) -> Demo:
     """A demo that needs a GPU: run where there is one, refused in one line elsewhere."""
     return Demo(chapter, f"workers.{chapter}", (name,), gpus=1,
@@ -122,6 +132,8 @@ DEMOS = [
     workers_demo("start_methods", "context"),
     workers_demo("start_methods", "fork-with-threads", "--deadlock-after", "1"),
     workers_demo("start_methods", "queue-threads"),
+    workers_demo("start_methods", "fork-thread-pool", "--deadlock-after", "1"),
+    workers_demo("start_methods", "ranks", "--processes", "2"),
     cuda_only("start_methods", "cuda-fork"),
     Demo("start_methods", "workers.do_not_copy.no_main_guard", (), events=False,
          returncode=1, output="finished its bootstrapping phase"),
@@ -135,8 +147,10 @@ DEMOS = [
     workers_demo("init_methods", "leftover-file", "--timeout", "2",
                  output="after job 1: the file exists: True"),
     workers_demo("init_methods", "pitfalls", output="Unable to find address for"),
-    workers_demo("init_methods", "benchmark", "--world-sizes", "1", "2", "--repeats", "1"),
+    workers_demo("init_methods", "arrival", "--world-size", "2", "--repeats", "1"),
+    workers_demo("init_methods", "no-backend", "--world-size", "2"),
     workers_demo("collectives", "p2p", "--world-size", "3"),
+    workers_demo("collectives", "tutorial", "--world-size", "4"),
     workers_demo("collectives", "collectives", "--world-size", "3", "--roots", "0", "2"),
     workers_demo("collectives", "collectives", "--world-size", "1", "--backend", "nccl",
                  gpus=1),
@@ -152,6 +166,7 @@ DEMOS = [
     workers_demo("process_groups", "missing-group", "--world-size", "3", "--local-sync",
                  returncode=1, output="named .*, used it"),
     workers_demo("process_groups", "mesh", "--world-size", "4"),
+    workers_demo("process_groups", "split", "--world-size", "4"),
     workers_demo("process_groups", "backends"),
     workers_demo("process_groups", "backends", "--backend", "nccl", gpus=2),
     workers_demo("process_groups", "threads"),
@@ -230,6 +245,18 @@ DEMOS = [
          (*TORCHRUN[1:], "--max-restarts", "1", "-m", "workers.checkpoints", "elastic",
           "--steps", "8", "--checkpoint-every", "4", "--crash-at-step", "6",
           "--checkpoint-dir", SCRATCH), timeout=90,
+         env=(("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"),)),
+    torchft_demo("torchft", "--steps", "100", "--kill-at-step", "20",
+                 "--rejoin-after", "10", output="healed"),
+    torchft_demo("torchft", "--heal-model-only", "--steps", "80", "--kill-at-step", "10",
+                 "--rejoin-after", "10", returncode=1, output="final weights differ"),
+    torchft_demo("by-hand", "--steps", "500", "--kill-at-step", "200", timeout=90),
+    torchft_demo("compare", "--steps", "120", "--kill-at-step", "30", "--checkpoint-every",
+                 "20", "--rejoin-after", "10", timeout=180),
+    Demo("fault_tolerance", TORCHRUN[0],
+         (*TORCHRUN[1:], "--max-restarts", "1", "-m", "workers.fault_tolerance", "elastic",
+          "--steps", "40", "--kill-at-step", "15", "--checkpoint-every", "10",
+          "--checkpoint-dir", SCRATCH), timeout=90, output="resumed",
          env=(("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"),)),
     *[lab_check(chapter, lab) for chapter, lab in (
         ("init_methods", "barrier"), ("collectives", "two_collectives"),

@@ -42,7 +42,7 @@ if [[ $installed != "$wanted" ]]; then
     # uv installs torch's gigabytes of wheels several times faster than pip; pip installs uv
     "$venv/bin/pip" install --quiet --quiet uv
     # with the workers' other run-time needs, at the versions the book pins
-    mapfile -t others < <(grep -E '^(numpy|psutil|mlxtend|py-spy)==' requirements.txt)
+    mapfile -t others < <(grep -E '^(numpy|psutil|mlxtend|py-spy|torchft)==' requirements.txt)
     # Triton, a gigabyte, is left out: it serves torch.compile's GPU code, and the demos here
     # compile with aot_eager on the CPU. (Bytecode compiled now: Python would otherwise
     # compile torch's sources at every import.)

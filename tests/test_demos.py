@@ -33,6 +33,9 @@ RUN_BY_TESTS = {
     **{("workers.hangs", kind): "test_each_kind_alone_is_diagnosed_and_stopped"
        for kind in ("skip", "order", "stuck", "dead", "unwaited")},
     ("workers.hangs", "diagnose"): "test_diagnose_stops_a_worker_job_from_outside",
+    # the fault-tolerance page's compare runs it under torchrun, inside its own run
+    ("workers.fault_tolerance", "elastic"):
+        "test_elastic_restarts_from_its_checkpoint_under_torchrun",
 }
 
 

@@ -35,6 +35,7 @@ PRELOADS = {
                         "torch.distributed.tensor.debug"),
     "pipelines": ("torch.distributed.pipelining",),
     "hangs": ("torch._dynamo",),  # a flight recorder's first dump with frames imports it
+    "fault_tolerance": ("torch._dynamo",),
 }
 
 
@@ -42,6 +43,8 @@ PRELOADS = {
 IN_ONE_PROCESS = {("tensor_parallel", "at-scale")}
 # ... or looks at ranks that another process started
 IN_ONE_PROCESS |= {("hangs", "diagnose"), ("hangs", "second-terminal")}
+# ... or starts its processes as plain programs, each importing what it needs
+IN_ONE_PROCESS |= {("fault_tolerance", "by-hand")}
 
 
 def _started_chapter() -> str | None:

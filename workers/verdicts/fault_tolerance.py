@@ -1,0 +1,107 @@
+"""What the fault-tolerance page says about its runs: the price of a healthy torchft step
+against plain DDP's, how soon each job went on after the same failure, how far each got in
+the same time after it, and whether the group killed by hand came back in time to heal.
+Times in seconds."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+
+
+@verdict(
+    costlier=dict(ddp=[0.0021, 0.0022, 0.0020], torchft=[0.0074, 0.0080, 0.0077]),
+    cheaper=dict(ddp=[0.0090, 0.0093, 0.0095], torchft=[0.0061, 0.0064, 0.0060]),
+    inside=dict(ddp=[0.0050, 0.0062, 0.0071], torchft=[0.0055, 0.0060, 0.0068]),
+)
+def healthy_step(ddp: Sequence[float], torchft: Sequence[float]) -> Verdict:
+    """A step with no failure, under plain DDP and under torchft, at the same sizes: the
+    median of each block of steps (repeats of the median, whose spread is the run's)."""
+    d, t = statistics.median(ddp), statistics.median(torchft)
+    medians = f"(medians {1000 * t:.2f} ms and {1000 * d:.2f} ms)"
+    where = order(torchft, ddp)
+    if where == "higher":
+        return Verdict("costlier", f"a healthy step took {ratio(t, d)} as long under "
+                                   f"torchft as under plain DDP {medians}, beyond the "
+                                   "spread of the run's repeats")
+    if where == "lower":
+        return Verdict("cheaper", f"a healthy step took less time under torchft than under "
+                                  f"plain DDP here {medians}, beyond the spread of the "
+                                  "repeats: the machine's other work slowed the DDP run")
+    return Verdict("inside", f"a healthy step took about as long under torchft as under "
+                             f"plain DDP {medians}: the repeats overlap, {NOISE}")
+
+
+@verdict(
+    torchft_sooner=dict(torchrun=5.8, torchft=1.05, heartbeat=1.0),
+    torchrun_sooner=dict(torchrun=0.9, torchft=6.1, heartbeat=5.0),
+    close=dict(torchrun=1.3, torchft=1.1, heartbeat=1.0),
+)
+def went_on(torchrun: float, torchft: float, heartbeat: float) -> Verdict:
+    """Seconds from the kill until each job had finished a step again (the one killed run
+    of each: one measurement, so only a difference of half or more is called one)."""
+    said = (f"torchft's surviving group had finished a step again {torchft:.2f} s after "
+            f"the kill, torchrun's restarted job {torchrun:.2f} s after it")
+    lighthouse = (f"the lighthouse gives up on a group after {heartbeat:g} s without a "
+                  "heartbeat")
+    if torchrun > 1.5 * torchft:
+        return Verdict("torchft_sooner", f"{said}, {ratio(torchrun, torchft)} as long. "
+                                         f"torchft's wait was the lighthouse's: "
+                                         f"{lighthouse}; torchrun's was starting two new "
+                                         "processes, each importing PyTorch")
+    if torchft > 1.5 * torchrun:
+        return Verdict("torchrun_sooner", f"{said}: torchrun went on first this time, "
+                                          f"since {lighthouse}")
+    return Verdict("close", f"{said}: within half of each other, too close to call from "
+                            "one failure each")
+
+
+@verdict(
+    torchft_more=dict(seconds=3.1, torchrun=-10, torchft=150),
+    torchrun_more=dict(seconds=3.1, torchrun=120, torchft=40),
+    same=dict(seconds=3.1, torchrun=150, torchft=150),
+)
+def in_the_same_time(seconds: float, torchrun: int, torchft: int) -> Verdict:
+    """Steps each job had gained, beyond those done when the kill came, ``seconds`` after
+    it (negative: a restarted job still computing again the steps since its checkpoint)."""
+
+    def gained(count: int) -> str:
+        if count < 0:
+            return (f"was still {-count} step{'s' * (count != -1)} behind where it had "
+                    "been (computing again what its checkpoint had not kept)")
+        return f"had gained {count} step{'s' * (count != 1)}"
+
+    said = (f"In the {seconds:.2f} s after the kill, torchft's job {gained(torchft)}, "
+            f"torchrun's {gained(torchrun)}")
+    if torchft > torchrun:
+        return Verdict("torchft_more", f"{said}.")
+    if torchrun > torchft:
+        return Verdict("torchrun_more", f"{said}: torchrun got further this time.")
+    return Verdict("same", f"{said}: as far as each other.")
+
+
+@verdict(
+    healed=dict(kill_step=300, first_again=900, alone=(400, 700)),
+    too_late=dict(kill_step=300, first_again=100, alone=(400, 1500)),
+    not_started=dict(kill_step=300, first_again=None, alone=(400, 1500)),
+)
+def by_hand(kill_step: int, first_again: int | None,
+            alone: tuple[int, int] | None) -> Verdict:
+    """What the group killed by hand did when started again: the first step it printed
+    (None: it was not started again), and the first and last steps group 0 printed in a
+    quorum of its own (None: it printed none)."""
+    alone_said = (f"group 0 printed steps {alone[0]} to {alone[1]} in a quorum of its own"
+                  if alone else "group 0 printed no step in a quorum of its own")
+    if first_again is None:
+        return Verdict("not_started", f"Group 1 was not started again, and {alone_said}.")
+    if first_again > kill_step:
+        return Verdict("healed", f"Meanwhile {alone_said}. Group 1, started again, printed "
+                                 f"step {first_again} first: in the quorum it joined, it "
+                                 "received group 0's weights and optimizer state, and "
+                                 "trained on from there.")
+    return Verdict("too_late", f"Then {alone_said}, and finished before group 1, started "
+                               "again, could join: group 1 found no peer to heal from and "
+                               f"trained alone from the start (its first line: step "
+                               f"{first_again}).")
