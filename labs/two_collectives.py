@@ -23,11 +23,12 @@ def all_reduce_from_two(tensor: torch.Tensor) -> None:
     (N the world size); the all-gather hands every rank every part. Pad the tensor with
     zeros to a multiple of N first, and drop the padding at the end.
 
-    May call: dist.get_rank(), dist.get_world_size(), one dist.reduce_scatter_tensor (or
-    dist.reduce_scatter), one dist.all_gather_into_tensor (or dist.all_gather), and torch
-    tensor operations; with async_op=True, wait() for each Work before you use its
-    result. May not call: dist.all_reduce, or any other collective, by any name (the
-    checker counts torch.distributed.distributed_c10d's and the process group's too).
+    May call: dist.get_rank(), dist.get_world_size(), one dist.reduce_scatter_single (before
+    PyTorch 2.13: dist.reduce_scatter_tensor; or the list form dist.reduce_scatter), one
+    dist.all_gather_single (before 2.13: dist.all_gather_into_tensor; or dist.all_gather),
+    and torch tensor operations; with async_op=True, wait() for each Work before you use its
+    result. May not call: dist.all_reduce, or any other collective, by any name (the checker
+    counts torch.distributed.distributed_c10d's and the process group's too).
     """
     raise NotImplementedError("write all_reduce_from_two, then run: "
                               "python -m workers.labs check two_collectives")
