@@ -31,7 +31,7 @@ def main(group: int, steps: int) -> None:
         hostname="127.0.0.1", store_addr="127.0.0.1", store_port=store.port,
         init_sync=False, timeout=WAIT, quorum_timeout=WAIT, connect_timeout=WAIT,
         checkpoint_transport=PGTransport(gloo, timeout=WAIT, device=torch.device("cpu")))
-    optimizer = torchft.Optimizer(  # steps only when every group of the quorum got through
+    optimizer = torchft.Optimizer(  # steps only if no rank of this group saw an error
         manager, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
     while manager.current_step() < steps:
         seed = 1000 * manager.current_step() + group  # this group's batch for this step
