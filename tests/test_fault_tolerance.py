@@ -85,6 +85,7 @@ def test_a_killed_group_comes_back_with_the_same_weights_and_nothing_listens_bey
 
 
 @pytest.mark.slow
+@pytest.mark.repeats
 @pytest.mark.parametrize("groups", [2, 3])
 def test_a_group_killed_ten_times_over(tmp_path, groups):
     _, events, left = run_alone(tmp_path, "torchft", "--groups", str(groups), *SMALL,

@@ -14,6 +14,7 @@ from test_hangs import check_verdict, diagnose_every_kind
 
 
 @pytest.mark.slow
+@pytest.mark.repeats
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_ten_runs_of_every_kind_at_each_world_size(world_size):
     chooser = random.Random(world_size)

@@ -12,7 +12,7 @@ from workers.labs.harness import start_forkserver
 
 from test_labs import SEED, SOLUTIONS, normalized, ranks_left
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.repeats]
 
 # lab, solution, the world sizes it runs at, a fragment of the verdict every run must give
 CASES = [
