@@ -84,8 +84,10 @@ def checked(module, lab, path, timeout, world_sizes, events, begin, per_rank,
     lines = [f"{lab} ({module.CHAPTER}): checking {module.FUNCTION}() of {shown(path)} "
              f"on {sizes} {'gloo ' * (units == 'ranks')}{units}, seed {seed}"]
     outcomes, failed = [], False
-    givens = {world_size: inputs(module, world_size, seed) for world_size in world_sizes}
-    for world_size, given in givens.items():
+    # each size's inputs only once it is checked: a failed size ends the check, and
+    # hung_rank's inputs are jobs of their own
+    for world_size in world_sizes:
+        given = inputs(module, world_size, seed)
         outcome = run_job(module, world_size, path, timeout, given)
         outcomes.append(outcome)
         if any(error["not_implemented"] for error in outcome.raised.values()):

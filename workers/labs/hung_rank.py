@@ -43,9 +43,26 @@ CASES = {
 OUT_OF_STEP = [kind for kind, (_, _, own) in CASES.items() if own]
 
 
+_RECORDED: dict[tuple, dict] = {}
+
+
+def recorded(kind: str, world_size: int, culprit: int, buffer: int | None) -> dict:
+    """The recorders of a real job hung that way, read while it hangs; one job per kind,
+    world size, culprit and buffer in a process (checks at other seeds draw the same ones
+    again: a hung job takes seconds)."""
+    from workers.hangs import collect_dumps
+
+    key = (kind, world_size, culprit, buffer)
+    if key not in _RECORDED:
+        dumps = collect_dumps(kind, world_size, culprit, fr_buffer=buffer)
+        for dump in dumps.values():
+            dump.pop("rank", None)  # the book's server adds it: _dump_fr_trace has none
+        _RECORDED[key] = dumps
+    return copy.deepcopy(_RECORDED[key])
+
+
 def setup(world_size: int, rng) -> dict:
     """Real hung jobs, their recorders read while they hang, and the right answers."""
-    from workers.hangs import collect_dumps
     from workers.labs.harness import start_forkserver
 
     start_forkserver()  # the jobs' ranks come from it, torch._dynamo imported
@@ -59,9 +76,7 @@ def setup(world_size: int, rng) -> dict:
     rng.shuffle(plan)
     cases = []
     for kind, culprit, buffer in plan:
-        dumps = collect_dumps(kind, world_size, culprit, fr_buffer=buffer)
-        for dump in dumps.values():
-            dump.pop("rank", None)  # the book's server adds it: _dump_fr_trace has none
+        dumps = recorded(kind, world_size, culprit, buffer)
         story, waited_in, own = CASES[kind]
         cases.append({"kind": kind, "culprit": culprit, "buffer": buffer, "dumps": dumps,
                       "story": story, "truth": ([culprit], waited_in), "own": own})
