@@ -4,10 +4,11 @@ A job started with ``python -m workers.ddp_mnist ddp`` is a tree: the main proce
 under it multiprocessing's resource tracker and the forkserver, whose children are the
 ranks. Under ``torchrun`` it is the agent and, each in a session of its own, the ranks.
 Each test kills one kind of process with SIGKILL (as the out-of-memory killer would) while
-the job trains, ten times, three jobs at a time so that two others load the machine, and
-asserts every time that the job ended non-zero within a few seconds, that one line of the
-job's own named what died (and no line blamed anything else), and that no process of the
-job is left. The times to the end are written to ``_build/kill-times.json``.
+the job trains, three times (ten under ``pytest -m repeats``), three jobs at a time so that
+two others load the machine, and asserts every time that the job ended non-zero within a
+few seconds, that one line of the job's own named what died (and no line blamed anything
+else), and that no process of the job is left. The times to the end are written to
+``_build/kill-times.json``.
 
 The notebook side is tested too: a kernel interrupted, or restarted, while a cell runs a
 job, leaves no process of that job behind.
@@ -35,7 +36,8 @@ from helpers import ROOT, processes_marked
 
 pytestmark = pytest.mark.slow
 
-TRIALS = 10
+TRIALS = 3  # each kind's trials in the test command; ten under pytest -m repeats
+REPEATS = 10  # (fifty jobs took 397 s of the CI's time, more than the rest of a test file)
 AT_ONCE = 3  # each trial runs beside two others
 # seconds from the kill until no process of the job is left: "a few"; medians are 1 to 3 s,
 # and in a fresh-clone CI on a loaded 2-core machine the slowest of 50 trials took 4.8 s
@@ -183,11 +185,10 @@ def record_times(by_kind: dict[str, list[Trial]]) -> None:
     TIMES.write_text(json.dumps(times, indent=1) + "\n")
 
 
-@pytest.fixture(scope="module")
-def trials(tmp_path_factory) -> dict[str, list[Trial]]:
+def run_trials(tmp_path_factory, count: int) -> dict[str, list[Trial]]:
     """Every kind's trials, drawn from one pool three at a time, kinds interleaved."""
     tmp_path = tmp_path_factory.mktemp("kills")
-    kinds = [kind for _ in range(TRIALS) for kind in SAYS]
+    kinds = [kind for _ in range(count) for kind in SAYS]
     with ThreadPoolExecutor(AT_ONCE) as pool:
         done = list(pool.map(lambda kind: one_trial(kind, tmp_path), kinds))
     by_kind = {kind: [t for t in done if t.kind == kind] for kind in SAYS}
@@ -195,10 +196,19 @@ def trials(tmp_path_factory) -> dict[str, list[Trial]]:
     return by_kind
 
 
-@pytest.mark.parametrize("kind", list(SAYS))
-def test_killing_one_process_ends_the_whole_job(kind, trials):
+@pytest.fixture(scope="module")
+def trials(tmp_path_factory) -> dict[str, list[Trial]]:
+    return run_trials(tmp_path_factory, TRIALS)
+
+
+@pytest.fixture(scope="module")
+def repeated_trials(tmp_path_factory) -> dict[str, list[Trial]]:
+    return run_trials(tmp_path_factory, REPEATS)
+
+
+def assert_every_trial_ended_the_job(kind: str, trials: list[Trial], count: int) -> None:
     failures = []
-    for number, trial in enumerate(trials[kind]):
+    for number, trial in enumerate(trials):
         said = SAYS[kind].format(pid=trial.victim)
         ours = [line for line in trial.said_after_kill if line.startswith("[")]
         if trial.problem:
@@ -213,8 +223,19 @@ def test_killing_one_process_ends_the_whole_job(kind, trials):
             failures.append(f"trial {number}: no line like {said!r}: {trial.said_after_kill}")
         elif len(blaming := [line for line in ours if BLAME.search(line)]) != 1:
             failures.append(f"trial {number}: lines that say what ended the job: {blaming}")
-    assert len(trials[kind]) == TRIALS
+    assert len(trials) == count
     assert failures == [], "\n".join(failures)
+
+
+@pytest.mark.parametrize("kind", list(SAYS))
+def test_killing_one_process_ends_the_whole_job(kind, trials):
+    assert_every_trial_ended_the_job(kind, trials[kind], TRIALS)
+
+
+@pytest.mark.repeats
+@pytest.mark.parametrize("kind", list(SAYS))
+def test_killing_one_process_ends_the_whole_job_ten_times_over(kind, repeated_trials):
+    assert_every_trial_ended_the_job(kind, repeated_trials[kind], REPEATS)
 
 
 # --- the notebook side --------------------------------------------------------------------
