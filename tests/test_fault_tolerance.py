@@ -106,7 +106,7 @@ def test_healing_without_the_optimizer_state_is_caught():
 def test_the_plain_program_killed_by_hand_and_started_again_heals(tmp_path):
     with ListeningSockets(interval=0.2) as listening:
         _, events, left = run_alone(tmp_path, "by-hand", "--steps", "1500",
-                                    "--kill-at-step", "200", timeout=120)
+                                    "--kill-at-step", "200", "--timeout", "150", timeout=200)
     assert not left, left
     printed = [e for e in events if e["event"] == "printed"]
     [killed] = [e for e in events if e["event"] == "killed"]

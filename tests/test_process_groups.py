@@ -53,7 +53,7 @@ def test_subgroups_under_torchrun():
 
 
 def test_a_six_rank_mesh():
-    result = quiet_run("workers.process_groups", "mesh", "--world-size", "6")
+    result = quiet_run("workers.process_groups", "mesh", "--world-size", "6", "--timeout", "120")
     by_rank = {e["rank"]: e for e in result.events_named("mesh")}
     assert sorted(by_rank) == list(range(6))
     for rank, e in by_rank.items():
@@ -66,7 +66,7 @@ def test_a_six_rank_mesh():
 def test_split_group_makes_a_layout_in_one_call():
     """Five ranks: the even ones' group and the odd ones', each summing its members only; or,
     before PyTorch 2.15 (gloo could not split), the same refusal on every rank."""
-    result = quiet_run("workers.process_groups", "split", "--world-size", "5")
+    result = quiet_run("workers.process_groups", "split", "--world-size", "5", "--timeout", "120")
     by_rank = {e["rank"]: e for e in result.events_named("split")}
     assert sorted(by_rank) == list(range(5))
     if torch.__version__ < (2, 15) and result.backends == ["gloo"]:

@@ -34,7 +34,7 @@ def test_a_forked_child_with_one_thread_finishes_whatever_the_first_did():
 
 
 def test_ranks_start_under_both_methods_each_rank_once():
-    result = quiet_run("workers.start_methods", "ranks", "--processes", "2")
+    result = quiet_run("workers.start_methods", "ranks", "--processes", "2", "--timeout", "120")
     started = sorted((e["method"], e["rank"]) for e in result.events_named("start to running"))
     assert started == [("forkserver", 0), ("forkserver", 1), ("spawn", 0), ("spawn", 1)]
     assert all(e["t_end"] > e["t"] for e in result.events_named("start to running"))
