@@ -25,7 +25,7 @@ def chapters() -> list[str]:
 
 def quiet_run(module: str, *args: str, **options):
     """The runner, without streaming to the test's stdout; three minutes unless the test
-    says otherwise (a run of 15 s alone took over 60 s in CI, beside the torch 2.11 check)."""
+    says otherwise (a run of 31 s alone took over 60 s in CI, beside the torch 2.11 check)."""
     options.setdefault("timeout", 180)
     return run(module, *args, stream=False, **options)
 
