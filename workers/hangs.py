@@ -38,9 +38,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-
 from workers.job import Job, job_from_args
 from workers.ranks import (
     REPOSITORY,
@@ -63,6 +60,16 @@ from workers.ranks import (
 # imports it before it hangs, in the forkserver when this process starts it
 PRELOAD = ("torch._dynamo",)
 STEPS = 4  # steps of the small training loop the kinds run before (or while) they hang
+
+# The ranks import torch (import_torch); the diagnosis, run from a second terminal, never
+# does, and starts in a fraction of a second instead of three
+torch = dist = None
+
+
+def import_torch() -> None:
+    global torch, dist
+    import torch
+    import torch.distributed as dist
 
 # --- five ways to hang --------------------------------------------------------------------
 
@@ -177,7 +184,7 @@ def serve_dumps() -> None:
     SERVERS.append(_WorkerServer(f"\0torch-worker-{os.getpid()}"))
 
 
-def loopback_store(rank: int, job: Job, timeout: timedelta) -> dist.Store:
+def loopback_store(rank: int, job: Job, timeout: timedelta):
     """The job's TCPStore, listening on 127.0.0.1 only: given no socket of its own, a
     TCPStore listens on every address of the machine."""
     port = int(job.init_method.rsplit(":", 1)[1])
@@ -193,6 +200,7 @@ def rank_main(rank: int, job: Job, args) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo listens on loopback too
     if getattr(args, "fr_buffer", None):  # the lab's full ring buffer
         os.environ["TORCH_FR_BUFFER_SIZE"] = str(args.fr_buffer)
+    import_torch()
     wait = timedelta(seconds=job.timeout)
     try:
         serve_dumps()
@@ -813,11 +821,22 @@ def stop_job(target: int) -> tuple[int, int]:
                 process.kill() if grace == 5.0 else process.terminate()
             except psutil.Error:
                 pass
-        _, alive = psutil.wait_procs(alive, timeout=grace)
-        alive = [p for p in alive if running(p)]  # a zombie is gone: only unreaped
+        # what was signalled ends first (a launcher once it has stopped its ranks); then a
+        # moment for the rest to follow it
+        until_gone(signalled, grace)
+        alive = until_gone(alive, 0.2)
         if not alive:
             break
     return len(everything), len(alive)
+
+
+def until_gone(processes: list, timeout: float) -> list:
+    """Wait until these processes have ended (a zombie has: only unreaped, by a parent
+    that is not this process), or the timeout; return those still running."""
+    deadline = time.time() + timeout
+    while (alive := [p for p in processes if running(p)]) and time.time() < deadline:
+        time.sleep(0.05)
+    return alive
 
 
 def running(process) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from workers.labs.harness import Finding
 
@@ -74,6 +75,10 @@ def setup(world_size: int, rng) -> dict:
     plan = [(kind, culprits[kind], None) for kind in CASES]
     plan.append(("stuck", 0, BUFFER))  # the last rank is not always the culprit
     rng.shuffle(plan)
+    # the jobs hang side by side: each mostly waits, for its start and for its recorders
+    # to stand still, so together they take little more than the slowest
+    with ThreadPoolExecutor(len(plan)) as pool:
+        list(pool.map(lambda case: recorded(case[0], world_size, *case[1:]), plan))
     cases = []
     for kind, culprit, buffer in plan:
         dumps = recorded(kind, world_size, culprit, buffer)
