@@ -17,7 +17,6 @@ checkpoints every K steps, and crashes rank 1 once.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     open_events,
     positive_int,
@@ -297,4 +297,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

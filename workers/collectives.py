@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import socket
 import statistics
-import sys
 import time
 
 import torch
@@ -36,6 +35,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     first_line,
     open_events,
     positive_int,
@@ -551,4 +551,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

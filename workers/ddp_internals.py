@@ -16,7 +16,6 @@ chapter draws; rank 0 prints the results.
 
 import logging
 import statistics
-import sys
 import time
 from functools import partial
 
@@ -43,6 +42,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     first_line,
     open_events,
@@ -752,4 +752,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -16,7 +16,6 @@ same thing, and the chapter checks that they end with the same weights.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import torch
@@ -42,6 +41,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     first_line,
     free_port,
@@ -369,4 +369,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

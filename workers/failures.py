@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from contextlib import contextmanager
 from datetime import timedelta
@@ -31,6 +30,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     first_line,
     open_events,
     positive_float,
@@ -322,4 +322,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

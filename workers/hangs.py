@@ -44,6 +44,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     first_line,
     free_port,
@@ -1087,4 +1088,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

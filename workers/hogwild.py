@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import resource
-import sys
 import time
 
 import torch
@@ -30,6 +29,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     first_line,
     launch,
@@ -503,4 +503,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -22,6 +22,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     open_events,
     positive_int,
     say,
@@ -105,4 +106,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

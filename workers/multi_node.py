@@ -25,6 +25,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     free_port,
     open_events,
@@ -156,4 +157,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

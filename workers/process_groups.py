@@ -16,7 +16,6 @@ Every rank starts with the value ``rank + 1``, so a sum over a group says who wa
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from datetime import timedelta
@@ -29,6 +28,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     first_line,
     open_events,
     positive_float,
@@ -389,4 +389,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -18,7 +18,6 @@ with one GPU per rank. (The sharded checkpoint is the checkpoints chapter's.)
 
 import math
 import statistics
-import sys
 import time
 from contextlib import nullcontext
 
@@ -43,6 +42,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     first_line,
     open_events,
     positive_float,
@@ -622,4 +622,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -30,6 +30,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     open_events,
     positive_float,
@@ -377,4 +378,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

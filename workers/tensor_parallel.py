@@ -17,7 +17,6 @@ gloo on the CPU, nccl with one GPU per rank (bytes on the wire: measured on the 
 """
 
 import logging
-import sys
 import warnings
 
 import torch
@@ -31,6 +30,7 @@ from workers.ranks import (
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     open_events,
     positive_int,
@@ -653,4 +653,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

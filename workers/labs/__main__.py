@@ -6,6 +6,7 @@ import sys
 import workers
 from workers.labs import LABS, main
 from workers.labs.harness import PRELOAD
+from workers.ranks import exit_now
 
 # Start the forkserver now, so that it imports torch while this process does (as
 # workers/__init__.py does for a chapter's worker; "labs" is not one of its chapters).
@@ -15,4 +16,4 @@ if sys.argv[1:2] == ["check"] and sys.argv[2:3] and sys.argv[2] in LABS \
     workers.PRELOADS["labs"] = (*PRELOAD, *lab.PRELOAD)
     workers._start_forkserver_now("labs")
 
-sys.exit(main())
+exit_now(main())
