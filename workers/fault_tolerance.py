@@ -34,17 +34,13 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn import functional as F
-
 from workers.job import Job, joined, run_ranks
 from workers.ranks import (
     REPOSITORY,
     Events,
     Parser,
     add_common_options,
+    exit_now,
     fail,
     first_line,
     free_port,
@@ -62,11 +58,29 @@ LOOPBACK = "127.0.0.1"
 LOOPBACK_INTERFACE = "lo0" if sys.platform == "darwin" else "lo"
 PLAIN_PROGRAM = "programs/torchft_train.py"
 
+# The jobs import torch (import_torch); what only starts programs, or reads a run's events,
+# does not, and starts in a fraction of a second instead of three
+torch = dist = nn = F = None
 
-def torchft_missing() -> str | None:
-    """Why torchft cannot be used by this Python, or None when it can."""
+
+def import_torch() -> None:
+    global torch, dist, nn, F
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn import functional as F
+
+
+def torchft_missing(imported: bool = True) -> str | None:
+    """Why torchft cannot be used by this Python, or None when it can. ``imported=False``
+    only looks for the package, without importing it (and torch with it)."""
+    import importlib.util
+
     try:
-        import torchft  # noqa: F401
+        if imported:
+            import torchft  # noqa: F401
+        elif importlib.util.find_spec("torchft") is None:
+            raise ImportError("No module named 'torchft'")
     except ImportError as error:
         version = ".".join(map(str, sys.version_info[:2]))
         return (f"torchft is not installed for this Python ({version}): torchft 0.2.0 "
@@ -287,6 +301,7 @@ def group_process(group: int, args, lighthouse: str, start, progress, finals,
     import warnings
 
     os.environ.setdefault("RUST_LOG", "warn")  # before torchft's Rust logs every quorum
+    import_torch()
     import torchft
 
     # torchft's PGTransport wraps a bytes object in a tensor, and torch says it would not be
@@ -466,6 +481,7 @@ def ddp_rank(rank: int, job: Job, args) -> None:
     under the book's launcher, the same training with no failure."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    import_torch()
     os.environ["GLOO_SOCKET_IFNAME"] = LOOPBACK_INTERFACE
     torch.set_num_threads(1)
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))
@@ -932,17 +948,17 @@ def torchft_source(module: str, text: str) -> str | None:
     ``torchft/manager.py:312``; None when torchft or the text is not there."""
     import importlib.util
 
-    try:
-        spec = importlib.util.find_spec(module)
-    except ModuleNotFoundError:
+    # found, not imported: importing torchft would import torch into this process
+    spec = importlib.util.find_spec("torchft")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    if spec is None or not spec.origin:
+    package = Path(spec.submodule_search_locations[0])
+    path = package.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    if not path.is_file():
         return None
-    path = Path(spec.origin)
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if text in line:
-            package = Path(importlib.util.find_spec("torchft").origin).parent.parent
-            return f"{path.relative_to(package)}:{number}"
+            return f"{path.relative_to(package.parent)}:{number}"
     return None
 
 
@@ -1019,13 +1035,15 @@ def main(argv=None) -> int:
     if args.kill_at_step is not None and not 1 <= args.kill_at_step < args.steps:
         parser.error(f"--kill-at-step must be a step of the run, 1 to {args.steps - 1}, "
                      f"got {args.kill_at_step}")
+    if args.demo == "by-hand":  # programs of their own: this process needs no torch
+        missing = torchft_missing(imported=False)
+        return fail(missing) if missing else by_hand(args, events)
+    import_torch()
     if args.demo == "elastic":
         return elastic_main(parser, args)
     missing = torchft_missing()
     if missing and args.demo != "compare":
         fail(missing)
-    if args.demo == "by-hand":
-        return by_hand(args, events)
     args.kill_group = 1
     if args.kill_at_step + args.rejoin_after >= args.steps:
         parser.error(f"--kill-at-step plus --rejoin-after must be below --steps "
@@ -1066,4 +1084,4 @@ def elastic_main(parser, args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
