@@ -16,8 +16,9 @@ and records every forward and backward the schedule ran. Both check every stage'
 gradients against one process that runs the whole model on the whole batch.
 """
 
-import sys
+import threading
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -25,7 +26,15 @@ from torch import nn
 
 from workers import PRELOADS
 from workers.job import Job, add_job_options, job_from_args, joined, run_ranks, share_cores
-from workers.ranks import Events, Parser, add_common_options, open_events, positive_int, say
+from workers.ranks import (
+    Events,
+    Parser,
+    add_common_options,
+    exit_now,
+    open_events,
+    positive_int,
+    say,
+)
 
 # --- the model and its stages ------------------------------------------------------------
 
@@ -242,6 +251,62 @@ def recorded_stage_class(rank: int, events: Events, fields: dict):
     return RecordedStage
 
 
+class SavedTensors:
+    """The bytes of the tensors autograd keeps for a backward, parameters left out, counted
+    from ``start``: how many it saved, how many it holds now, and the most it held
+    (instrumentation beside the lesson code, through
+    ``torch.autograd.graph.saved_tensors_hooks``). A storage saved twice (a layer's output
+    is the next layer's input) counts once; it stops counting when autograd frees the last
+    of them, after the backward that used it."""
+
+    def __init__(self, parameters):
+        self.parameters = {p.untyped_storage().data_ptr() for p in parameters}
+        self.saved: dict[tuple, list[int]] = {}  # tensor: [bytes, times saved]
+        self.total = self.now = self.most = 0
+        self.lock = threading.Lock()
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+    def start(self) -> None:
+        """Count from here: what earlier steps left saved is not this step's."""
+        with self.lock:
+            self.saved.clear()
+            self.total = self.now = self.most = 0
+
+    def pack(self, tensor):
+        if tensor.untyped_storage().data_ptr() in self.parameters \
+                or tensor.device.type == "meta":
+            return tensor
+        key = (tensor.data_ptr(), tensor.nbytes)  # a micro-batch: a view of the batch
+        with self.lock:
+            entry = self.saved.setdefault(key, [tensor.nbytes, 0])
+            if entry[1] == 0:
+                self.total += entry[0]
+                self.now += entry[0]
+                self.most = max(self.most, self.now)
+            entry[1] += 1
+        held = Held(tensor)
+        weakref.finalize(held, self.release, key, entry)
+        return held
+
+    @staticmethod
+    def unpack(held):
+        return held.tensor if isinstance(held, Held) else held
+
+    def release(self, key: tuple, entry: list[int]) -> None:
+        with self.lock:
+            if self.saved.get(key) is not entry:  # saved before start: not counted
+                return
+            entry[1] -= 1
+            if entry[1] == 0:
+                self.now -= entry[0]
+                del self.saved[key]
+
+
+class Held:
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
 def schedules(rank: int, args, device, events: Events) -> None:
     """Each schedule: ``--repeats`` recorded training steps, then the gradients checked."""
     args.micro_batches_now = args.micro_batches
@@ -253,12 +318,16 @@ def schedules(rank: int, args, device, events: Events) -> None:
         fields = {"schedule": name}  # the recorded stages add these to every event
         stage_class = recorded_stage_class(rank, events, fields)
         stages, schedule = build_schedule(name, model, args, device, stage_class)
+        meter = SavedTensors(model.parameters())
         for repeat in range(args.repeats):
             fields["repeat"] = repeat
             model.zero_grad()
             dist.barrier()
-            with events.span(rank, "step", **fields):
+            meter.start()
+            with meter.hooks, events.span(rank, "step", **fields):
                 train_step(schedule, stages, inputs, targets)
+            events.emit(rank, "saved tensors", saved=meter.total, most=meter.most,
+                        held_after=meter.now, **fields)
         held = [p for stage in stages for p in stage.submod.parameters()]
         difference = max((p.grad - expected[p]).abs().max().item() for p in held)
         events.emit(rank, "checked", schedule=name, difference=difference,
@@ -328,4 +397,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
