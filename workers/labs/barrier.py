@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 
-from workers.labs.harness import Finding, replace_everywhere
+from workers.labs.harness import Finding, job_store, replace_everywhere
 
 CHAPTER = "init_methods"
 FUNCTION = "store_barrier"
@@ -36,13 +36,12 @@ MOST_CALLS = 20  # store calls per barrier and rank beyond which a barrier polls
 
 
 def setup(world_size: int, rng) -> dict:
-    from workers.ranks import free_port
 
     late = rng.sample(range(world_size), min(world_size, BARRIERS))
     late += [rng.randrange(world_size) for _ in range(BARRIERS - len(late))]
     delays = [rng.uniform(*LATE) for _ in range(BARRIERS)]
     delays[rng.randrange(BARRIERS)] = rng.uniform(*LONG)
-    return {"port": free_port(), "late": late, "delays": [round(d, 2) for d in delays]}
+    return {"late": late, "delays": [round(d, 2) for d in delays]}
 
 
 def describe(world_size: int, given: dict) -> str:
@@ -108,12 +107,9 @@ def counting_store(calls):
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
-    from datetime import timedelta
 
-    import torch.distributed as dist
 
-    inner = dist.TCPStore("127.0.0.1", given["port"], world_size, rank == 0,
-                          timedelta(seconds=120), wait_for_workers=False)
+    inner = job_store(120)
     store = counting_store(calls)(inner)
     entered, left, counts, slept = [], [], [], []
     sleep, asleep = time.sleep, [0.0]
@@ -134,9 +130,6 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
             left.append(time.monotonic())
             counts.append(store.count - before)
             slept.append(asleep[0])
-    inner.add("checker/done", 1)  # the server lives in rank 0: it waits for the others
-    while rank == 0 and inner.add("checker/done", 0) < world_size:
-        time.sleep(0.01)
     return {"entered": entered, "left": left, "counts": counts, "slept": slept,
             "written": [sorted(keys) for keys in store.written],
             "waited": [sorted(keys) for keys in store.waited]}

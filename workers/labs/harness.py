@@ -48,7 +48,10 @@ REPOSITORY = Path(__file__).resolve().parent.parent.parent
 # the first step imports it, and imported after init_process_group it keeps a destroyed
 # group alive (workers/ranks.py).
 PRELOAD = ("workers.labs.harness",)
-EVERY_PRELOAD = (*PRELOAD, "torch._dynamo", "workers.mnist")  # the union of the labs'
+# The union of the labs', and last the module that notes where they hold the functions
+# the checker replaces (replace_everywhere)
+INDEXED = "workers.labs.preloaded"
+EVERY_PRELOAD = (*PRELOAD, "torch._dynamo", "workers.mnist", INDEXED)
 
 
 class BadInput(Exception):
@@ -673,16 +676,62 @@ class Calls:
 def replace_everywhere(originals: dict, replacements: dict) -> None:
     """Put ``replacements[id(f)]`` wherever a loaded module holds the function ``f``
     (torch.distributed, distributed_c10d, and any module that imported it by name)."""
-    for module in list(sys.modules.values()):
+    indexed = _HOLDERS is not None and all(
+        _HOLDERS["watched"].get(key) is value for key, value in originals.items())
+    for name, module in list(sys.modules.items()):
         names = getattr(module, "__dict__", None)
         if not isinstance(names, dict):
             continue
-        for key, value in list(names.items()):
+        if indexed and name in _HOLDERS["modules"]:  # only where the index says
+            keys = _HOLDERS["where"].get(name, ())
+        else:
+            keys = list(names)
+        for key in keys:
+            value = names.get(key)
             if id(value) in originals and originals[id(value)] is value:
                 try:
                     setattr(module, key, replacements[id(value)])
                 except (AttributeError, TypeError):
                     pass
+
+
+# Where the loaded modules hold a function the checker replaces: noted once, in the
+# forkserver, once it has imported everything (workers/labs/preloaded.py). A rank, forked
+# from it, then looks only there and in the modules imported since: looking through every
+# module's names would copy most of the forkserver's memory into the rank (reading an
+# object writes its reference count), a tenth of a second in every rank.
+_HOLDERS: dict | None = None
+
+
+def watched_functions() -> dict:
+    """The functions ``replace_everywhere`` is given, by id: the collectives and
+    point-to-point calls the checker counts, torch.futures.wait_all, time.sleep."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as functional
+    import torch.distributed.distributed_c10d as c10d
+
+    found = [getattr(c10d, name, None) or getattr(dist, name, None)
+             for name in (*POINT_TO_POINT, *COLLECTIVES, "batch_isend_irecv")]
+    found += [getattr(functional, name, None) for name in FUNCTIONAL]
+    found += [torch.futures.wait_all, time.sleep]
+    return {id(function): function for function in found if callable(function)}
+
+
+def index_holders() -> None:
+    """Note, for every loaded module, which of its names hold a watched function."""
+    global _HOLDERS
+    watched = watched_functions()
+    where = {}
+    for name, module in list(sys.modules.items()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        keys = [key for key, value in list(names.items())
+                if id(value) in watched and watched[id(value)] is value]
+        if keys:
+            where[name] = keys
+    _HOLDERS = {"watched": watched, "modules": set(sys.modules), "where": where}
 
 
 # --- a rank -------------------------------------------------------------------------------
@@ -711,6 +760,7 @@ def rank_entry(rank: int, plan: Plan) -> None:
     os.dup2(printed, 2)
     torch.set_num_threads(1)  # small tensors, several ranks on a few cores
     (folder / f"rank{rank}.pid").write_text(str(os.getpid()))
+    _JOB["port"] = plan.port
     lab = importlib.import_module(f"workers.labs.{plan.lab}")
     calls = Calls(str(folder / f"rank{rank}.log"), plan.path)
     calls.install()
@@ -757,8 +807,35 @@ def join(rank: int, plan: Plan, calls: Calls) -> None:
 
     with calls.logged("init_process_group (the checker's)"):
         dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{plan.port}", rank=rank,
+            "gloo", store=job_store(plan.group_timeout), rank=rank,
             world_size=plan.world_size, timeout=timedelta(seconds=plan.group_timeout))
+
+
+_JOB: dict = {}  # this rank's job: the port of its store
+
+
+def job_store(timeout: float):
+    """A client of the job's TCPStore. The checker's own process serves it, on 127.0.0.1,
+    from before the ranks start: a client that finds no server yet waits out a back-off
+    before it tries again (a third of a second, in a job that takes one)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", _JOB["port"], is_master=False,
+                         timeout=timedelta(seconds=timeout))
+
+
+def serve_store():
+    """The job's TCPStore, listening on 127.0.0.1 only, served by this process."""
+    import socket
+
+    import torch.distributed as dist
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    return dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False,
+                         master_listen_fd=listening.detach())
 
 
 def save_error(path: Path, error: BaseException, solution: str) -> None:
@@ -831,11 +908,12 @@ def run_job(lab, world_size: int, path: Path, timeout: float, given) -> Outcome:
     """Run the lab on ``world_size`` ranks; what they did, read back from their files."""
     import torch
 
-    from workers.ranks import free_port, launch
+    from workers.ranks import launch
 
     folder = tempfile.mkdtemp(prefix=f"lab-{lab.__name__.rpartition('.')[2]}-")
+    store = serve_store()
     try:
-        plan = Plan(lab.__name__.rpartition(".")[2], world_size, str(path), free_port(),
+        plan = Plan(lab.__name__.rpartition(".")[2], world_size, str(path), store.port,
                     folder, given, group_timeout=timeout + 60)
         start_forkserver()
         begin = time.monotonic()
@@ -877,6 +955,7 @@ def run_job(lab, world_size: int, path: Path, timeout: float, given) -> Outcome:
             outcome.timed_out = True  # launch()'s line went elsewhere; the clock says it
         return outcome
     finally:
+        del store  # its port closes with it
         shutil.rmtree(folder, ignore_errors=True)
 
 
