@@ -36,7 +36,6 @@ MOST_CALLS = 20  # store calls per barrier and rank beyond which a barrier polls
 
 
 def setup(world_size: int, rng) -> dict:
-
     late = rng.sample(range(world_size), min(world_size, BARRIERS))
     late += [rng.randrange(world_size) for _ in range(BARRIERS - len(late))]
     delays = [rng.uniform(*LATE) for _ in range(BARRIERS)]
@@ -107,8 +106,6 @@ def counting_store(calls):
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
-
-
     inner = job_store(120)
     store = counting_store(calls)(inner)
     entered, left, counts, slept = [], [], [], []

@@ -365,14 +365,9 @@ class Calls:
         import torch.distributed.distributed_c10d as c10d
 
         replaced = {}
-        for name in (*POINT_TO_POINT, *COLLECTIVES, "batch_isend_irecv"):
-            original = getattr(c10d, name, None) or getattr(dist, name, None)
-            if callable(original):
-                replaced[id(original)] = self.wrap(name, original)
-        for name, known_as in FUNCTIONAL.items():
-            original = getattr(functional, name, None)
-            if callable(original) and id(original) not in replaced:
-                replaced[id(original)] = self.wrap(known_as, original, functional=True)
+        for name, original, is_functional in counted_functions():
+            if not is_functional or id(original) not in replaced:
+                replaced[id(original)] = self.wrap(name, original, functional=is_functional)
         originals = {id(value): value for module in (c10d, dist, functional)
                      for value in vars(module).values() if id(value) in replaced}
         replace_everywhere(originals, replaced)
@@ -703,19 +698,31 @@ def replace_everywhere(originals: dict, replacements: dict) -> None:
 _HOLDERS: dict | None = None
 
 
-def watched_functions() -> dict:
-    """The functions ``replace_everywhere`` is given, by id: the collectives and
-    point-to-point calls the checker counts, torch.futures.wait_all, time.sleep."""
-    import torch
+def counted_functions():
+    """The functions the checker counts: (the name it counts them by, the function, whether
+    it is a functional collective)."""
     import torch.distributed as dist
     import torch.distributed._functional_collectives as functional
     import torch.distributed.distributed_c10d as c10d
 
-    found = [getattr(c10d, name, None) or getattr(dist, name, None)
-             for name in (*POINT_TO_POINT, *COLLECTIVES, "batch_isend_irecv")]
-    found += [getattr(functional, name, None) for name in FUNCTIONAL]
-    found += [torch.futures.wait_all, time.sleep]
-    return {id(function): function for function in found if callable(function)}
+    for name in (*POINT_TO_POINT, *COLLECTIVES, "batch_isend_irecv"):
+        original = getattr(c10d, name, None) or getattr(dist, name, None)
+        if callable(original):
+            yield name, original, False
+    for name, known_as in FUNCTIONAL.items():
+        original = getattr(functional, name, None)
+        if callable(original):
+            yield known_as, original, True
+
+
+def watched_functions() -> dict:
+    """The functions ``replace_everywhere`` is given, by id: the ones the checker counts,
+    torch.futures.wait_all, time.sleep."""
+    import torch
+
+    found = [function for _, function, _ in counted_functions()]
+    return {id(function): function for function in [*found, torch.futures.wait_all,
+                                                    time.sleep]}
 
 
 def index_holders() -> None:
