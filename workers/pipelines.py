@@ -255,9 +255,9 @@ class SavedTensors:
     """The bytes of the tensors autograd keeps for a backward, parameters left out, counted
     from ``start``: how many it saved, how many it holds now, and the most it held
     (instrumentation beside the lesson code, through
-    ``torch.autograd.graph.saved_tensors_hooks``). A storage saved twice (a layer's output
+    ``torch.autograd.graph.saved_tensors_hooks``). A tensor saved twice (a layer's output
     is the next layer's input) counts once; it stops counting when autograd frees the last
-    of them, after the backward that used it."""
+    of its copies, after the backward that used it."""
 
     def __init__(self, parameters):
         self.parameters = {p.untyped_storage().data_ptr() for p in parameters}
@@ -327,7 +327,7 @@ def schedules(rank: int, args, device, events: Events) -> None:
             with meter.hooks, events.span(rank, "step", **fields):
                 train_step(schedule, stages, inputs, targets)
             events.emit(rank, "saved tensors", saved=meter.total, most=meter.most,
-                        held_after=meter.now, **fields)
+                        **fields)
         held = [p for stage in stages for p in stage.submod.parameters()]
         difference = max((p.grad - expected[p]).abs().max().item() for p in held)
         events.emit(rank, "checked", schedule=name, difference=difference,
