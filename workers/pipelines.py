@@ -256,8 +256,8 @@ class SavedTensors:
     from ``start``: how many it saved, how many it holds now, and the most it held
     (instrumentation beside the lesson code, through
     ``torch.autograd.graph.saved_tensors_hooks``). A tensor saved twice (a layer's output
-    is the next layer's input) counts once; it stops counting when autograd frees the last
-    of its copies, after the backward that used it."""
+    is the next layer's input) counts once; it stops counting when autograd has dropped
+    every save of it, after the backward that used it."""
 
     def __init__(self, parameters):
         self.parameters = {p.untyped_storage().data_ptr() for p in parameters}
