@@ -157,6 +157,17 @@ def test_a_failing_child_surfaces_its_message():
     assert "ValueError: rank 2 failed on purpose" in message  # the child's own traceback line
 
 
+def test_a_child_is_not_forced_into_colour(monkeypatch):
+    # a Jupyter kernel sets FORCE_COLOR; Python 3.13 then colours a traceback down a pipe
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("CLICOLOR_FORCE", "1")
+    result = quiet_run("echo_env", "0", events=False, env={"PYTHONPATH": TESTS})
+    assert "FORCE_COLOR=None" in result.output
+    asked = quiet_run("echo_env", "0", events=False,
+                      env={"PYTHONPATH": TESTS, "FORCE_COLOR": "1"})
+    assert "FORCE_COLOR=1" in asked.output  # a run that asks for it keeps it
+
+
 def test_an_expected_failure_is_checked_exactly():
     result = quiet_run("workers.start_join", "fail", expect_returncode=1,
                        expect_output=r"rank 2 failed on purpose")

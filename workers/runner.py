@@ -162,6 +162,12 @@ def run(
         "MASTER_PORT": str(free_port()),
         **(env or {}),
     }
+    # A Jupyter kernel sets FORCE_COLOR and CLICOLOR_FORCE for the tools its cells run
+    # (ipykernel's zmqshell); from Python 3.13 on, a traceback then comes in colour even down
+    # a pipe, escape codes and all. The child writes to a pipe here, as in a reader's shell.
+    for forced in ("FORCE_COLOR", "CLICOLOR_FORCE"):
+        if forced not in (env or {}):
+            child_env.pop(forced, None)
     if program or any(str(arg).startswith("programs/") for arg in args):
         # a plain program, alone or under a launcher, runs as a reader's shell runs it:
         # unbuffered, its print(..., flush=True) would write the text and the newline apart,
