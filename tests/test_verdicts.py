@@ -57,3 +57,15 @@ def test_order_is_inside_whenever_the_ranges_touch():
     assert order([1, 2], [3, 4]) == "lower" and order([3, 4], [1, 2]) == "higher"
     assert order([1, 3], [3, 4]) == "inside" and order([1, 5], [2, 3]) == "inside"
     assert faster([1, 3], [3, 4], "a", "b", "it").outcome == "inside"
+
+
+def test_several_unhealthy_ranks_are_named_as_a_list():
+    from workers.verdicts.hangs import health_check
+
+    sick = '{"healthy":false,"unhealthy_backends":["gloo"]}'
+    answers = {"0": '{"healthy":true,"unhealthy_backends":[]}', "1": sick, "2": sick,
+               "10": sick}
+    assert str(health_check(answers)) == ("c10d_health_check called ranks 1, 2 and 10 "
+                                          "unhealthy while the job hung")
+    assert "called rank 1 unhealthy" in str(health_check({"0": sick.replace("false", "true"),
+                                                          "1": sick}))

@@ -23,6 +23,10 @@ def _healthy(answer: str | None) -> bool | None:
                           "1": '{"healthy":true,"unhealthy_backends":[]}'}),
     unhealthy=dict(answers={"0": '{"healthy":true,"unhealthy_backends":[]}',
                             "1": '{"healthy":false,"unhealthy_backends":["gloo"]}'}),
+    unhealthy_several=dict(answers={
+        "0": '{"healthy":true,"unhealthy_backends":[]}',
+        "1": '{"healthy":false,"unhealthy_backends":["gloo"]}',
+        "2": '{"healthy":false,"unhealthy_backends":["gloo"]}'}),
     unanswered=dict(answers={"0": None, "1": "Handler c10d_health_check not found"}),
 )
 def health_check(answers: dict[str, str | None]) -> Verdict:
@@ -34,9 +38,13 @@ def health_check(answers: dict[str, str | None]) -> Verdict:
                                   f"{len(said)} ranks of it: a rank that waits for a "
                                   f"peer is healthy by that check")
     if any(value is False for value in said.values()):
-        sick = sorted(rank for rank, value in said.items() if value is False)
-        return Verdict("unhealthy", f"c10d_health_check called rank "
-                                    f"{', '.join(sick)} unhealthy while the job hung")
+        sick = sorted((rank for rank, value in said.items() if value is False), key=int)
+        if len(sick) == 1:
+            return Verdict("unhealthy", f"c10d_health_check called rank {sick[0]} "
+                                        f"unhealthy while the job hung")
+        return Verdict("unhealthy_several", f"c10d_health_check called ranks "
+                                            f"{', '.join(sick[:-1])} and {sick[-1]} "
+                                            f"unhealthy while the job hung")
     return Verdict("unanswered", "c10d_health_check gave no answer that says healthy or "
                                  "not on at least one rank")
 
