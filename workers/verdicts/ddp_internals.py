@@ -136,6 +136,40 @@ def overlap_summary(small: tuple[Sequence[float], Sequence[float]],
 
 
 @verdict(
+    no_gpu=dict(gpus=0),
+    one_gpu=dict(gpus=1),
+    lower=dict(gpus=4, blocking=[0.050, 0.052, 0.055], overlapped=[0.030, 0.031, 0.033]),
+    higher=dict(gpus=2, blocking=[0.030, 0.031, 0.033], overlapped=[0.050, 0.052, 0.055]),
+    inside=dict(gpus=8, blocking=[0.040, 0.045, 0.050], overlapped=[0.042, 0.044, 0.048]),
+)
+def overlap_on_gpus(gpus: int, blocking: Sequence[float] = (),
+                    overlapped: Sequence[float] = ()) -> Verdict:
+    """What the overlap demo's nccl run, one rank per GPU of the machine, says of the large
+    messages: blocking against overlapped step times, every trial of each."""
+    if gpus == 0:
+        return Verdict("no_gpu", "This build had no GPU, so it did not check that: on a "
+                                 "GPU box the cell at the end of the page runs the same "
+                                 "demo on nccl and says here what it found.")
+    if gpus == 1:
+        return Verdict("one_gpu", "This build had one GPU, so it did not check that: "
+                                  "the nccl run at the end of the page had one rank, with "
+                                  "no peer to all-reduce with.")
+    said = f"On this build's {gpus} GPUs (the nccl run at the end of the page),"
+    where = order(overlapped, blocking)
+    if where == "lower":
+        return Verdict("lower", f"{said} overlapped steps with the large messages were "
+                                f"all faster than blocking ones: large buckets overlapped "
+                                f"there.")
+    if where == "higher":
+        return Verdict("higher", f"{said} overlapped steps with the large messages were "
+                                 f"all slower than blocking ones: large buckets did not "
+                                 f"overlap there.")
+    return Verdict("inside", f"{said} blocking and overlapped steps with the large "
+                             f"messages overlap, {NOISE}: that run does not show large "
+                             f"buckets overlapping.")
+
+
+@verdict(
     full_small=dict(cores=2, ranks=2, small=[0.6, 0.7], large=[0.1, 0.2]),
     full_large=dict(cores=2, ranks=2, small=[0.1, 0.2], large=[0.6, 0.7]),
     full_inside=dict(cores=2, ranks=2, small=[0.2, 0.8], large=[0.0, 0.6]),
