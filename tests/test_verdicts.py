@@ -69,3 +69,27 @@ def test_several_unhealthy_ranks_are_named_as_a_list():
                                           "unhealthy while the job hung")
     assert "called rank 1 unhealthy" in str(health_check({"0": sick.replace("false", "true"),
                                                           "1": sick}))
+
+
+def test_the_oversubscription_verdict_takes_runs_without_a_context_switch():
+    """On an idle 4- to 7-core box the rule at 4 processes is one thread per process with a
+    core to itself, whose few steps may see no context switch at all: no division by it."""
+    from workers.verdicts.hogwild import oversubscription
+
+    common = dict(processes=4, cores=2, default_threads=2, rule=1,
+                  default_named="PyTorch's default of 2 threads",
+                  rule_rates=[3800.0, 3900.0], default_rates=[300.0, 320.0],
+                  busy_default=1.95, busy_rule=1.9)
+    none = oversubscription(**common, switches_default=120.0, switches_rule=0.0)
+    assert none.outcome == "faster_kept_none" and "none at all" in str(none)
+    both = oversubscription(**common, switches_default=0.0, switches_rule=0.0)
+    assert both.outcome == "faster_kept_few" and "0 against 0 with the rule" in str(both)
+
+
+def test_the_default_thread_count_names_who_set_it():
+    from workers.verdicts.hogwild import thread_default
+
+    assert str(thread_default(1, {})) == "PyTorch's default of 1 thread"
+    assert str(thread_default(8, {"OMP_NUM_THREADS": "8"})) == (
+        "the 8 threads that OMP_NUM_THREADS=8 in this build's environment sets")
+    assert "PyTorch" not in str(thread_default(1, {"MKL_NUM_THREADS": "1"}))

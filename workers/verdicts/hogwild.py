@@ -5,7 +5,7 @@ sentence per outcome."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from workers.verdicts import NOISE, Verdict, order, ratio, verdict
 
@@ -75,50 +75,125 @@ def _rates(rates: Sequence[float]) -> str:
     return f"{statistics.median(rates):,.0f} ({min(rates):,.0f} to {max(rates):,.0f})"
 
 
-_GRID = dict(processes=4, cores=2, default_threads=2, rule=1)
+def _threads(count: int) -> str:
+    return "1 thread" if count == 1 else f"{count} threads"
+
+
+# What sets the intra-op pool's size before PyTorch's own default: OMP_NUM_THREADS, then
+# MKL_NUM_THREADS (intraop_default_num_threads, aten/src/ATen/ParallelCommon.cpp)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@verdict(
+    pytorch=dict(count=2, environ={}),
+    pytorch_one=dict(count=1, environ={"PATH": "/usr/bin"}),
+    set=dict(count=4, environ={"OMP_NUM_THREADS": "4"}),
+    set_both=dict(count=2, environ={"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "2"}),
+)
+def thread_default(count: int, environ: Mapping[str, str]) -> Verdict:
+    """The thread count a process starts with here (``torch.get_num_threads()``), as a noun
+    phrase that names who chose it: PyTorch, or a variable of this build's environment."""
+    chosen = [f"{name}={environ[name]}" for name in THREAD_VARIABLES if environ.get(name)]
+    if len(chosen) == 2:
+        return Verdict("set_both", f"the {_threads(count)} that {chosen[0]} and "
+                                   f"{chosen[1]} in this build's environment set")
+    if chosen:
+        return Verdict("set", f"the {_threads(count)} that {chosen[0]} in this build's "
+                              f"environment sets")
+    if count == 1:
+        return Verdict("pytorch_one", "PyTorch's default of 1 thread")
+    return Verdict("pytorch", f"PyTorch's default of {count} threads")
+
+
+@verdict(
+    lowered=dict(pinned=1, default=2, environ={}),
+    machine=dict(pinned=72, default=72, environ={}),
+    set=dict(pinned=1, default=1, environ={"OMP_NUM_THREADS": "1"}),
+)
+def cpu_set_default(pinned: int, default: int, environ: Mapping[str, str]) -> Verdict:
+    """What the interpreter started on one CPU (``taskset -c``) took as its thread count,
+    against this process's: whether a CPU set lowers the default here. A sentence."""
+    chosen = [f"{name}={environ[name]}" for name in THREAD_VARIABLES if environ.get(name)]
+    if chosen:
+        return Verdict("set", f"Here {' and '.join(chosen)} in the environment decides "
+                              f"the count, so the CPU set changed nothing: the pinned "
+                              f"interpreter took {_threads(pinned)}, as this one did.")
+    if pinned == 1:
+        return Verdict("lowered", f"On this build's wheel a CPU set (taskset, Slurm's "
+                                  f"CPU binding, docker --cpuset-cpus) lowers the default: "
+                                  f"the pinned interpreter took 1 thread where this one "
+                                  f"took {default}.")
+    return Verdict("machine", f"On this build's wheel a CPU set does not lower the "
+                              f"default: the interpreter pinned to one CPU still took "
+                              f"{_threads(pinned)}. Without MKL (the Linux aarch64 wheels, "
+                              f"for one) PyTorch counts the machine's cores with cpuinfo "
+                              f"(TaskThreadPoolBase::defaultNumThreads), not the CPUs the "
+                              f"set allows, so a job pinned to a few CPUs needs "
+                              f"torch.set_num_threads or OMP_NUM_THREADS of its own.")
+
+
+_GRID = dict(processes=4, cores=2, default_threads=2, rule=1,
+             default_named="PyTorch's default of 2 threads")
 
 
 @verdict(
     same=dict(processes=4, cores=2, default_threads=1, rule=1, rule_rates=[900.0, 950.0],
+              default_named="PyTorch's default of 1 thread",
               default_rates=[900.0, 950.0], busy_default=1.9, busy_rule=1.9,
-              switch_ratio=1.0),
+              switches_default=40.0, switches_rule=40.0),
     spare=dict(processes=4, cores=16, default_threads=1, rule=4,
+               default_named="the 1 thread that OMP_NUM_THREADS=1 in this build's "
+                             "environment sets",
                rule_rates=[5100.0, 5200.0, 5300.0], default_rates=[2000.0, 2100.0, 2200.0],
-               busy_default=3.9, busy_rule=14.8, switch_ratio=0.9),
+               busy_default=3.9, busy_rule=14.8, switches_default=36.0,
+               switches_rule=40.0),
     faster_kept_many=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
                           default_rates=[300.0, 320.0, 350.0], busy_default=1.95,
-                          busy_rule=1.90, switch_ratio=6.3),
+                          busy_rule=1.90, switches_default=252.0, switches_rule=40.0),
     faster_kept_few=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
                          default_rates=[300.0, 320.0, 350.0], busy_default=1.95,
-                         busy_rule=1.90, switch_ratio=1.2),
+                         busy_rule=1.90, switches_default=48.0, switches_rule=40.0),
     faster_short_many=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
                            default_rates=[300.0, 320.0, 350.0], busy_default=1.1,
-                           busy_rule=1.90, switch_ratio=6.3),
+                           busy_rule=1.90, switches_default=252.0, switches_rule=40.0),
     faster_short_few=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
                           default_rates=[300.0, 320.0, 350.0], busy_default=1.1,
-                          busy_rule=1.90, switch_ratio=0.8),
+                          busy_rule=1.90, switches_default=32.0, switches_rule=40.0),
+    faster_kept_none=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
+                          default_rates=[300.0, 320.0, 350.0], busy_default=1.95,
+                          busy_rule=1.90, switches_default=180.0, switches_rule=0.0),
+    faster_short_none=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
+                           default_rates=[300.0, 320.0, 350.0], busy_default=1.1,
+                           busy_rule=1.90, switches_default=180.0, switches_rule=0.0),
     inside=dict(processes=4, cores=16, default_threads=16, rule=4,
+                default_named="PyTorch's default of 16 threads",
                 rule_rates=[9000.0, 9500.0, 9900.0], default_rates=[8900.0, 9400.0, 9800.0],
-                busy_default=15.5, busy_rule=15.0, switch_ratio=2.0),
+                busy_default=15.5, busy_rule=15.0, switches_default=80.0,
+                switches_rule=40.0),
     slower=dict(processes=4, cores=16, default_threads=16, rule=4,
+                default_named="PyTorch's default of 16 threads",
                 rule_rates=[8000.0, 8100.0, 8200.0], default_rates=[9000.0, 9100.0, 9200.0],
-                busy_default=15.5, busy_rule=15.0, switch_ratio=2.0),
+                busy_default=15.5, busy_rule=15.0, switches_default=80.0,
+                switches_rule=40.0),
 )
 def oversubscription(processes: int, cores: int, default_threads: int, rule: int,
-                     rule_rates: Sequence[float], default_rates: Sequence[float],
-                     busy_default: float, busy_rule: float, switch_ratio: float) -> Verdict:
-    """``processes`` processes with PyTorch's default threads against the rule's
-    max(1, cores // processes): images per second in every repeat of each, the medians of
-    CPU time over wall time (cores kept busy), and how many times as many context switches
-    per second the default's runs had. A clause after "against the rule:", no final stop."""
+                     default_named: str, rule_rates: Sequence[float],
+                     default_rates: Sequence[float], busy_default: float, busy_rule: float,
+                     switches_default: float, switches_rule: float) -> Verdict:
+    """``processes`` processes with the default threads (``default_named``: the phrase
+    ``thread_default`` gives) against the rule's max(1, cores // processes): images per
+    second in every repeat of each, the medians of CPU time over wall time (cores kept
+    busy) and of context switches per second (the rule's runs may have none at all: a
+    one-thread process with a core to itself). A clause after "against the rule:", no
+    final stop."""
     if default_threads == rule:
-        threads = "1 thread" if rule == 1 else f"{rule} threads"
-        return Verdict("same", f"no difference: PyTorch's default here is already the "
-                               f"rule's {threads} per process")
+        return Verdict("same", f"no difference: {default_named} is already the rule's "
+                               f"{_threads(rule)} per process")
     if processes * default_threads <= cores:
         return Verdict("spare", f"no oversubscription to remove: the default puts "
                                 f"{processes} x {default_threads} threads on {cores} "
-                                f"cores, and the rule's {rule} threads per process gave "
+                                f"cores, and the rule's {_threads(rule)} per process "
+                                f"gave "
                                 f"{_rates(rule_rates)} images/s against the default's "
                                 f"{_rates(default_rates)}")
     where = order(rule_rates, default_rates)
@@ -127,7 +202,7 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
                                  f"repeats, {NOISE}: this run shows no cost of "
                                  "oversubscription")
     if where == "lower":
-        return Verdict("slower", "the rule gave less throughput than PyTorch's default, "
+        return Verdict("slower", "the rule gave less throughput than the default, "
                                  "beyond the spread of the repeats: this run shows no cost "
                                  "of oversubscription")
     gain = ratio(statistics.median(rule_rates), statistics.median(default_rates))
@@ -140,24 +215,30 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
                             f"{busy_rule:.2f} with the rule): part of the loss was time "
                             "their threads did not run at all. When they ran, they spent "
                             "much of it"), "short"
-    if switch_ratio > 1.5:
+    if switches_rule == 0 and switches_default > 0:
         switched, switch_outcome = ("and being switched in and out: the switches/s tab "
-                                    f"counts {switch_ratio:.1f} times as many context "
-                                    "switches per second as with the rule"), "many"
+                                    f"counts {switches_default:,.0f} context switches per "
+                                    "second, where the rule's runs had none at all"), "none"
+    elif switches_default > 1.5 * switches_rule:
+        switched, switch_outcome = ("and being switched in and out: the switches/s tab "
+                                    f"counts {switches_default / switches_rule:.1f} times "
+                                    "as many context switches per second as with the "
+                                    "rule"), "many"
     else:
         switched, switch_outcome = ("while the context switches per second (the last tab: "
-                                    f"{switch_ratio:.1f} times those with the rule) do not "
-                                    "show it: a spinning thread keeps its core until the "
-                                    "scheduler's time slice ends"), "few"
+                                    f"{switches_default:,.0f} against {switches_rule:,.0f} "
+                                    "with the rule) do not show it: a spinning thread "
+                                    "keeps its core until the scheduler's time slice "
+                                    "ends"), "few"
     return Verdict(f"faster_{cpu_outcome}_{switch_outcome}",
-                   f"the rule gave {gain} the throughput of PyTorch's default, beyond the "
+                   f"the rule gave {gain} the throughput of the default, beyond the "
                    "spread of the repeats. The figure's CPU/wall tab, CPU time over wall "
                    "time (the dashed line is every core busy), shows that the "
                    f"oversubscribed runs {cpu} waiting for each other instead of computing "
                    f"(OpenMP threads spin before they sleep), {switched}")
 
 
-_SPLIT = dict(processes=2, threads=1, default_threads=2)
+_SPLIT = dict(processes=2, threads=1, default_named="PyTorch's default of 2 threads")
 _MORE = dict(split_rates=[5600.0, 5900.0, 6100.0], one_rates=[3600.0, 3700.0, 4000.0])
 _FEWER = dict(split_rates=[3600.0, 3700.0, 4000.0], one_rates=[5600.0, 5900.0, 6100.0])
 _OVERLAP = dict(split_rates=[3500.0, 5900.0, 6100.0], one_rates=[3600.0, 3700.0, 4000.0])
@@ -171,19 +252,19 @@ _OVERLAP = dict(split_rates=[3500.0, 5900.0, 6100.0], one_rates=[3600.0, 3700.0,
     overlap_same=dict(**_SPLIT, **_OVERLAP, train="inside"),
     overlap_differs=dict(**_SPLIT, **_OVERLAP, train="faster"),
 )
-def split_cores(processes: int, threads: int, default_threads: int,
+def split_cores(processes: int, threads: int, default_named: str,
                 split_rates: Sequence[float], one_rates: Sequence[float],
                 train: str) -> Verdict:
     """The oversubscription grid's answer to "do several processes with a share of the
     threads each get more out of the cores than one process with all of them?": images per
     second in every repeat of ``processes`` processes x ``threads`` threads against one
-    process x PyTorch's default, and whether it agrees with the ``train`` demo's
+    process with the default (``default_named``: the phrase ``thread_default`` gives), and
+    whether it agrees with the ``train`` demo's
     ``hogwild_speed`` outcome ("faster", "slower" or "inside").
     A clause, no final stop."""
-    threads_each = "1 thread" if threads == 1 else f"{threads} threads"
-    head = (f"in the grid, {processes} processes with {threads_each} each gave "
-            f"{_rates(split_rates)} images/s, one process with PyTorch's default of "
-            f"{default_threads} threads {_rates(one_rates)}: ")
+    head = (f"in the grid, {processes} processes with {_threads(threads)} each gave "
+            f"{_rates(split_rates)} images/s, one process with {default_named} gave "
+            f"{_rates(one_rates)}: ")
     where = order(split_rates, one_rates)
     answer, expected = {
         "higher": ("more, beyond the spread of the repeats", "faster"),
