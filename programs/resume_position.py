@@ -34,6 +34,7 @@ def main(rank, world_size, folder):
     torch.set_rng_state(state.pop(rng))
     assert first + train(rank, world_size, state, steps=12) == whole
     print(f"[rank {rank}] resumed at batch {len(first)}, as if never stopped", flush=True)
+    dist.destroy_process_group()  # leave together: no rank's exit cuts a peer's sockets
 
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
