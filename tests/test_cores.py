@@ -3,7 +3,8 @@
 A many-core reader's box must not be slower than CI's 2 cores: a rank that starts a thread per
 logical CPU while other ranks do the same oversubscribes the machine, and two hyper-threads of
 one core share its arithmetic. ``physical_cores`` counts a core's hyper-threads once, within the
-CPUs this process may use, and ``share_cores`` gives each rank its share of them."""
+CPUs this process may use and no more than its CPU quota allows, and ``share_cores`` gives each
+rank its share of them."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ def machine(tmp_path, monkeypatch):
     """A machine of fake CPUs: ``machine(allowed, cores_of)`` sets what this process sees."""
     real_path = workers.ranks.Path
 
-    def make(allowed: set[int], cores_of: dict[int, tuple[int, int]]) -> None:
+    def make(allowed: set[int], cores_of: dict[int, tuple[int, int]],
+             quota: float | None = None) -> None:
         fake_sysfs(tmp_path, cores_of)
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: allowed)
+        monkeypatch.setattr(workers.ranks, "cpu_quota", lambda: quota)
         monkeypatch.setattr(workers.ranks, "Path", lambda text: real_path(
             str(text).replace("/sys/devices/system/cpu", str(tmp_path))))
     return make
@@ -52,6 +55,61 @@ def test_only_the_cpus_this_process_may_use_count(machine):
 def test_without_topology_every_allowed_cpu_counts(machine):
     machine({0, 1, 2}, {})
     assert workers.ranks.physical_cores() == 3
+
+
+@pytest.mark.parametrize("quota, cores", [(4.0, 4), (1.5, 2), (0.5, 1), (100.0, 32)])
+def test_a_cpu_quota_caps_the_cores(machine, quota, cores):
+    # 64 logical CPUs, 32 cores, as a container limited by docker --cpus sees them
+    machine(set(range(64)), {cpu: (0, cpu % 32) for cpu in range(64)}, quota)
+    assert workers.ranks.affinity_cores() == 32
+    assert workers.ranks.physical_cores() == cores
+
+
+def fake_cgroups(root: Path, groups: str, files: dict[str, str]) -> float | None:
+    """The quota ``cpu_quota`` reads from a fake /proc/self/cgroup and cgroup mount."""
+    for name, text in files.items():
+        root.joinpath(name).parent.mkdir(parents=True, exist_ok=True)
+        root.joinpath(name).write_text(text)
+    root.joinpath("self-cgroup").write_text(groups)
+    return workers.ranks.cpu_quota(str(root / "self-cgroup"), str(root / "mount"))
+
+
+def test_cgroup_v2_quota_of_a_container(tmp_path):
+    # docker --cpus=1.5 with its own cgroup namespace: the process sees its group as /
+    assert fake_cgroups(tmp_path, "0::/\n", {"mount/cpu.max": "150000 100000\n"}) == 1.5
+
+
+def test_cgroup_v2_the_smallest_quota_up_the_tree_counts(tmp_path):
+    # a pod limited to 2 CPUs, its container to 4: the pod's limit binds
+    assert fake_cgroups(tmp_path, "0::/kubepods/pod1/c1\n", {
+        "mount/kubepods/pod1/c1/cpu.max": "400000 100000\n",
+        "mount/kubepods/pod1/cpu.max": "200000 100000\n",
+        "mount/kubepods/cpu.max": "max 100000\n",
+    }) == 2.0
+
+
+def test_cgroup_v2_without_a_quota(tmp_path):
+    assert fake_cgroups(tmp_path, "0::/user.slice\n",
+                        {"mount/user.slice/cpu.max": "max 100000\n"}) is None
+
+
+def test_cgroup_v1_quota_at_the_root_of_a_containers_mount(tmp_path):
+    # cgroup v1 without a namespace: /proc/self/cgroup names the host's path, which the
+    # container's mount (rooted at its own group) does not show
+    assert fake_cgroups(tmp_path, "4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n", {
+        "mount/cpu,cpuacct/cpu.cfs_quota_us": "100000\n",
+        "mount/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+    }) == 1.0
+
+
+def test_cgroup_v1_without_a_quota(tmp_path):
+    assert fake_cgroups(tmp_path, "1:cpu:/\n", {
+        "mount/cpu/cpu.cfs_quota_us": "-1\n", "mount/cpu/cpu.cfs_period_us": "100000\n",
+    }) is None
+
+
+def test_no_cgroups_no_quota(tmp_path):
+    assert workers.ranks.cpu_quota(str(tmp_path / "absent"), str(tmp_path)) is None
 
 
 @pytest.mark.parametrize("cores", [1, 2, 16, 64])

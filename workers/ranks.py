@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import random
 import signal
@@ -153,8 +154,8 @@ def positive_float(text: str) -> float:
     return value
 
 
-def physical_cores() -> int:
-    """The cores this process may run on, a core's hyper-threads counted once.
+def affinity_cores() -> int:
+    """The cores this process's affinity allows, a core's hyper-threads counted once.
 
     ``os.sched_getaffinity`` counts logical CPUs, the ones a container's or Slurm's cpuset
     allows; two hyper-threads of one core share its arithmetic units, so a thread per
@@ -171,6 +172,73 @@ def physical_cores() -> int:
         except OSError:
             return len(allowed)
     return len(cores) or len(allowed)
+
+
+def cpu_quota(groups: str = "/proc/self/cgroup",
+              root: str = "/sys/fs/cgroup") -> float | None:
+    """The CPUs' worth of time per second that this process's control group may use (a CPU
+    quota: ``docker --cpus``, a Kubernetes CPU limit, a Slurm or systemd cgroup), or None
+    where there is none.
+
+    A quota leaves the affinity alone: a container limited to 4 CPUs on a 64-core host
+    still has all 64 in ``os.sched_getaffinity``, but its processes are paused, until the
+    next period, once they have used 4 CPUs' worth of the current one (100 ms by default).
+    The quota is ``cpu.max`` (``"400000 100000"``, or ``"max 100000"`` for none) in cgroup
+    v2, ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us`` (-1 for none) in v1. Every group
+    from this process's own up to the root of the mount limits it, so the smallest quota
+    among them counts; a path that a container's mount does not show is skipped (its root
+    is then the container's own group). ``groups`` lists this process's groups, ``root`` is
+    where Linux mounts them.
+    """
+    try:
+        lines = Path(groups).read_text().splitlines()
+    except OSError:
+        return None
+    quotas = []
+    for line in lines:
+        if line.count(":") < 2:
+            continue
+        _, controllers, group = line.split(":", 2)
+        if controllers == "":  # the v2 hierarchy
+            mounts, read = [Path(root)], _quota_v2
+        elif "cpu" in controllers.split(","):
+            mounts = [Path(root) / "cpu", Path(root) / controllers]
+            read = _quota_v1
+        else:
+            continue
+        parts = [part for part in group.split("/") if part]
+        for mount in mounts:
+            for depth in range(len(parts), -1, -1):
+                quota = read(mount.joinpath(*parts[:depth]))
+                if quota is not None:
+                    quotas.append(quota)
+    return min(quotas) if quotas else None
+
+
+def _quota_v2(group: Path) -> float | None:
+    try:
+        limit, period = group.joinpath("cpu.max").read_text().split()
+        return None if limit == "max" else int(limit) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
+def _quota_v1(group: Path) -> float | None:
+    try:
+        limit = int(group.joinpath("cpu.cfs_quota_us").read_text())
+        period = int(group.joinpath("cpu.cfs_period_us").read_text())
+        return None if limit < 0 or period <= 0 else limit / period
+    except (OSError, ValueError):
+        return None
+
+
+def physical_cores() -> int:
+    """The cores this process may keep busy at once, a core's hyper-threads counted once:
+    those its affinity allows (``affinity_cores``), no more than a CPU quota
+    (``cpu_quota``) rounds up to."""
+    cores = affinity_cores()
+    quota = cpu_quota()
+    return cores if quota is None else max(1, min(cores, math.ceil(quota)))
 
 
 def add_common_options(parser: argparse.ArgumentParser, timeout: float) -> None:

@@ -3,20 +3,38 @@ are cores shares them, and its times include waiting for one."""
 
 from __future__ import annotations
 
+import math
+
 from workers.verdicts import Verdict, verdict
+from workers.verdicts.cores import quota_phrase
 
 
 @verdict(
-    one=dict(cores=1),
-    several=dict(cores=16),
+    one=dict(affinity=1),
+    several=dict(affinity=16),
+    quota_one=dict(affinity=16, quota=1.0),
+    quota=dict(affinity=64, quota=3.5),
 )
-def cores_for_ranks(cores: int) -> Verdict:
-    """This machine's cores (hyper-threads counted once), against the ranks a run starts."""
-    if cores == 1:
+def cores_for_ranks(affinity: int, quota: float | None = None) -> Verdict:
+    """This machine's cores (hyper-threads counted once) that this process's affinity
+    allows, and its CPU quota in CPUs (None where there is none), against the ranks a run
+    starts."""
+    if quota is not None and math.ceil(quota) < affinity:
+        cores = max(1, math.ceil(quota))
+        limit = (f"A{quota_phrase(quota)[1:]} lets this build's processes keep "
+                 f"{'one core' if cores == 1 else f'{cores} cores'} busy at a time, of "
+                 f"the {affinity} cores this machine lets them run on")
+        if cores == 1:
+            return Verdict("quota_one", f"{limit}: every run of two or more ranks shares "
+                                        "that one, and its times include waiting for it.")
+        return Verdict("quota", f"{limit}: a run of more than {cores} ranks keeps more "
+                                f"processes busy than the quota covers, which then take "
+                                "turns, and its times include waiting for one.")
+    if affinity == 1:
         return Verdict("one", "This machine has one core (hyper-threads counted once): "
                               "every run of two or more ranks shares it, and its times "
                               "include waiting for it.")
-    return Verdict("several", f"This machine has {cores} cores (hyper-threads counted "
-                              f"once): a run of more than {cores} ranks starts more "
+    return Verdict("several", f"This machine has {affinity} cores (hyper-threads counted "
+                              f"once): a run of more than {affinity} ranks starts more "
                               "processes than there are cores, which then share them, and "
                               "its times include waiting for one.")

@@ -7,32 +7,63 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workers.verdicts import NOISE, Verdict, order, verdict
+from workers.verdicts.cores import quota_phrase
+
+
+@verdict(
+    busy=dict(busiest=1.9, cpus=2, quota=None),
+    one_cpu=dict(busiest=0.98, cpus=1, quota=None),
+    quota=dict(busiest=0.99, cpus=64, quota=1.0),
+    other_work=dict(busiest=1.1, cpus=16, quota=None),
+    other_work_in_quota=dict(busiest=1.2, cpus=64, quota=4.0),
+)
+def processes_held(busiest: float, cpus: int, quota: float | None) -> Verdict:
+    """How many logical CPUs two processes of CPU-bound Python kept busy at most (CPU time
+    over wall time), and, below 1.5, what held them: the one logical CPU this process may
+    use (``cpus``: its affinity), a CPU quota (``quota``, in CPUs, None where there is
+    none) below 2, or other work."""
+    held = f"the processes kept at most {busiest:.2f} logical CPUs busy"
+    if busiest >= 1.5:
+        return Verdict("busy", held)
+    if cpus < 2:
+        return Verdict("one_cpu", f"{held}, the one logical CPU this build may use")
+    if quota is not None and quota < 2:
+        return Verdict("quota", f"{held}, held back by this build's "
+                                f"{quota_phrase(quota)[2:]} (its affinity allows {cpus} "
+                                "logical CPUs)")
+    if quota is not None:
+        return Verdict("other_work_in_quota", f"{held}, because other work held the rest, "
+                                              "on this machine or within this build's "
+                                              f"{quota_phrase(quota)[2:]}")
+    return Verdict("other_work", f"{held}, because the machine's other work held the rest")
 
 
 @verdict(
     faster=dict(threads=[2.1, 2.2, 2.3], processes=[1.1, 1.2, 1.25], busiest=1.9, cpus=2),
     slower=dict(threads=[2.1, 2.2, 2.3], processes=[2.6, 2.8, 3.0], busiest=1.1, cpus=16),
     slower_one_cpu=dict(threads=[2.1, 2.2], processes=[2.4, 2.5], busiest=0.98, cpus=1),
+    slower_quota=dict(threads=[2.1, 2.2], processes=[2.4, 2.5], busiest=0.99, cpus=64,
+                      quota=1.0),
     inside=dict(threads=[1.1, 1.2, 1.3], processes=[1.15, 1.2, 1.25], busiest=1.95,
                 cpus=16),
 )
 def processes_against_threads(threads: Sequence[float], processes: Sequence[float],
-                              busiest: float, cpus: int) -> Verdict:
+                              busiest: float, cpus: int,
+                              quota: float | None = None) -> Verdict:
     """The same CPU-bound Python in two threads and in two processes: the seconds of every
     repeat of each, the most logical CPUs the processes kept busy (CPU time over wall
-    time) and the logical CPUs this process may use."""
-    held = f"the processes kept at most {busiest:.2f} cores busy"
-    if busiest < 1.5:
-        held += (", the one logical CPU this build may use" if cpus < 2
-                 else ", because the machine's other work held the rest")
+    time), the logical CPUs this process may use, and its CPU quota in CPUs (None where
+    there is none). What held the processes is worded by ``processes_held``."""
+    held = processes_held(busiest, cpus, quota)
     where = order(processes, threads)
     if where == "lower":
         return Verdict("faster", f"{min(threads) / max(processes):.1f} to "
                                  f"{max(threads) / min(processes):.1f} times as fast in "
                                  "processes, beyond the spread of the repeats, with up to "
-                                 f"{busiest:.2f} cores busy")
+                                 f"{busiest:.2f} logical CPUs busy")
     if where == "higher":
-        outcome = "slower_one_cpu" if busiest < 1.5 and cpus < 2 else "slower"
+        outcome = {"one_cpu": "slower_one_cpu", "quota": "slower_quota"}.get(held.outcome,
+                                                                           "slower")
         return Verdict(outcome, "slower in processes this time, beyond the spread of the "
                                 f"repeats: {held}")
     return Verdict("inside", f"no faster in processes this time: the two ranges overlap, "
@@ -56,9 +87,9 @@ def threads_busy(busiest: float, gil: bool, free_threaded: bool, version: str) -
            "runs in every process at once.")
     if gil:
         if busiest >= 1.2:
-            raise ValueError(f"threads with the GIL kept {busiest:.2f} cores busy")
-        one = (f"The threads never kept more than {busiest:.2f} cores busy (CPU time over "
-               "wall time), one at a time, under the GIL")
+            raise ValueError(f"threads with the GIL kept {busiest:.2f} CPUs busy")
+        one = (f"The threads never kept more than {busiest:.2f} logical CPUs busy (CPU "
+               "time over wall time), one at a time, under the GIL")
         if not free_threaded:
             return Verdict("gil", f"{one} of this build's Python ({version}, CPython's "
                                   f"standard build). {why}")
@@ -74,9 +105,9 @@ def threads_busy(busiest: float, gil: bool, free_threaded: bool, version: str) -
     free = (f"This build's Python, {version}, is the free-threaded build and ran without "
             "the GIL")
     if busiest >= 1.2:
-        return Verdict("free", f"{free}: the threads kept up to {busiest:.2f} cores "
-                               "busy (CPU time over wall time), more than one at a time. "
-                               f"{turns}")
+        return Verdict("free", f"{free}: the threads kept up to {busiest:.2f} logical "
+                               "CPUs busy (CPU time over wall time), more than one at a "
+                               f"time. {turns}")
     return Verdict("free_but_one", f"{free}, yet the threads kept at most {busiest:.2f} "
-                                   "cores busy (CPU time over wall time), not one each. "
-                                   f"{turns}")
+                                   "logical CPUs busy (CPU time over wall time), not one "
+                                   f"each. {turns}")
