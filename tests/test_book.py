@@ -124,6 +124,19 @@ def test_tables_computed_by_cells_render_as_tables(built_book, chapter, header):
     assert any(header in table.get_text() for table in tables)
 
 
+def test_the_landing_page_lists_every_chapter_in_order():
+    """The landing page's chapter table names every chapter of ``_toc.yml``, in its order
+    (the glossary and the status page are named in the sentence below the table)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    in_toc = [entry["file"].removeprefix("book/") for entry in toc["chapters"]]
+    intro = (ROOT / "book" / "intro.md").read_text()
+    table = intro.split("## Chapters")[1].split("\n\n")[1]
+    in_table = re.findall(r"^\| \[[^]]+\]\((\w+)\.md\)", table, flags=re.M)
+    assert in_table == [name for name in in_toc if name not in ("glossary", "status")]
+    below = intro.split("## Chapters")[1].split("\n\n")[2]
+    assert "(glossary.md)" in below and "(status.md)" in below
+
+
 def test_a_cell_that_raises_fails_the_build(tmp_path):
     """The strict configuration really fails: a one-page book whose only cell raises."""
     source = tmp_path / "broken_book"
