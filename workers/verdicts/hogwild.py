@@ -71,6 +71,30 @@ def queue_reuse(queue: str, new: Sequence[float], reused: Sequence[float]) -> Ve
                              f"{NOISE}")
 
 
+@verdict(
+    pays=dict(outcomes=["more", "more"]),
+    costs=dict(outcomes=["fewer", "fewer"]),
+    mixed=dict(outcomes=["more", "inside"]),
+)
+def reuse_advice(outcomes: Sequence[str]) -> Verdict:
+    """What the Summary advises about sending buffers back, from the ``queue_reuse``
+    outcomes of the queues measured (one per kind of queue)."""
+    if all(outcome == "more" for outcome in outcomes):
+        return Verdict("pays", "here, sending a pool of buffers back and forth moved more "
+                               "tensors per second through every queue than a new tensor "
+                               "each time: reuse buffers")
+    if all(outcome == "fewer" for outcome in outcomes):
+        return Verdict("costs", "here, a new tensor each time moved more tensors per second "
+                                "than buffers sent back, through every queue: a returned "
+                                "buffer is a second send, with a second descriptor to pass, "
+                                "and that cost more than the copy it saves; reuse pays only "
+                                "where the copy is the larger cost, so measure before you "
+                                "choose")
+    return Verdict("mixed", "here, sending buffers back did not win through every queue "
+                            "(a returned buffer is a second send, with a second descriptor "
+                            "to pass): measure before you choose")
+
+
 def _rates(rates: Sequence[float]) -> str:
     return f"{statistics.median(rates):,.0f} ({min(rates):,.0f} to {max(rates):,.0f})"
 
