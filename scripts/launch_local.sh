@@ -25,7 +25,8 @@ export WORLD_SIZE=$nproc LOCAL_WORLD_SIZE=$nproc
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export LAUNCHER_PID=$$  # the book's workers stop by themselves if this script is killed
 
-# Ctrl-C or a kill of this script stops every rank it started.
+# Ctrl-C or a plain kill (SIGTERM) of this script stops every rank it started;
+# kill -9 runs no trap, and a program's ranks then run on.
 trap 'kill -- $(jobs -p) 2>/dev/null' INT TERM
 
 for ((rank = 0; rank < nproc; rank++)); do
