@@ -84,12 +84,12 @@ def reuse_advice(outcomes: Sequence[str]) -> Verdict:
                                "tensors per second through every queue than a new tensor "
                                "each time: reuse buffers")
     if all(outcome == "fewer" for outcome in outcomes):
-        return Verdict("costs", "here, a new tensor each time moved more tensors per second "
-                                "than buffers sent back, through every queue: a returned "
-                                "buffer is a second send, with a second descriptor to pass, "
-                                "and that cost more than the copy it saves; reuse pays only "
-                                "where the copy is the larger cost, so measure before you "
-                                "choose")
+        return Verdict("costs", "here, a new tensor each time moved more tensors per "
+                                "second than buffers sent back, through every queue: a "
+                                "returned buffer is a second send, with a second "
+                                "descriptor to pass, and that cost more than the copy it "
+                                "saves; reuse pays only where the copy is the larger cost, "
+                                "so measure before you choose")
     return Verdict("mixed", "here, sending buffers back did not win through every queue "
                             "(a returned buffer is a second send, with a second descriptor "
                             "to pass): measure before you choose")
