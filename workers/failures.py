@@ -50,7 +50,7 @@ def crash(rank: int, group, events: Events, args) -> None:
         maybe_crash(rank, step, args, events)
         try:
             dist.all_reduce(torch.ones(1), group=group)
-        except RuntimeError as error:  # the peer is gone: gloo sees the closed socket
+        except RuntimeError as error:  # peer died (closed socket) or is silent (timeout)
             say(rank, f"step {step}: all_reduce failed: {first_line(error)}")
             raise SystemExit(1) from None
         time.sleep(0.05)
