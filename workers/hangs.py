@@ -30,6 +30,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from collections import Counter
@@ -38,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from workers.job import Job, job_from_args
+from workers.job import Job, gloo_on_loopback, job_from_args, loopback_store
 from workers.ranks import (
     REPOSITORY,
     Events,
@@ -185,23 +186,36 @@ def serve_dumps() -> None:
     SERVERS.append(_WorkerServer(f"\0torch-worker-{os.getpid()}"))
 
 
-def loopback_store(rank: int, job: Job, timeout: timedelta):
-    """The job's TCPStore, listening on 127.0.0.1 only: given no socket of its own, a
-    TCPStore listens on every address of the machine."""
-    port = int(job.init_method.rsplit(":", 1)[1])
-    # the store owns the listening socket from here on: detach() hands over its descriptor
-    listening = socket.create_server(("127.0.0.1", port)).detach() if rank == 0 else None
-    return dist.TCPStore("127.0.0.1", port, job.world_size, rank == 0, timeout=timeout,
-                         master_listen_fd=listening)
+PR_SET_PTRACER, PR_SET_PTRACER_ANY = 0x59616D61, 2**64 - 1  # <linux/prctl.h>: "Yama", -1UL
+
+
+def allow_tracers() -> bool:
+    """Let any process of this user read this rank with ptrace, as py-spy does. Under
+    Yama's kernel.yama.ptrace_scope=1 (Ubuntu's default) only a process's ancestors may,
+    and py-spy, started afresh by the diagnosis, is none. Without Yama the call fails
+    (EINVAL), and nothing changes: the user's own processes were traceable already; at
+    scope 2 or 3 no call of the traced process helps. True when the kernel took it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        done = libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(PR_SET_PTRACER_ANY),
+                          ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    except (OSError, AttributeError):  # no C library to ask
+        return False
+    return done == 0
 
 
 def rank_main(rank: int, job: Job, args) -> None:
     """One rank: serve its dumps, join the group, and hang the way ``args.demo`` says.
     The group's collectives wait ``--timeout`` seconds, the job's own deadline."""
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo listens on loopback too
+    gloo_on_loopback()  # gloo listens on 127.0.0.1 too
     if getattr(args, "fr_buffer", None):  # the lab's full ring buffer
         os.environ["TORCH_FR_BUFFER_SIZE"] = str(args.fr_buffer)
     import_torch()
+    allow_tracers()  # py-spy may read this rank under Yama's ptrace_scope=1 too
     wait = timedelta(seconds=job.timeout)
     try:
         serve_dumps()
@@ -211,8 +225,9 @@ def rank_main(rank: int, job: Job, args) -> None:
         stop_with_its_launcher(rank)
         dist.init_process_group("gloo", rank=rank, world_size=job.world_size, timeout=wait)
     else:
-        dist.init_process_group("gloo", store=loopback_store(rank, job, wait), rank=rank,
-                                world_size=job.world_size, timeout=wait)
+        store = loopback_store(rank, job.world_size, job.port, wait)  # on 127.0.0.1 only
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=job.world_size,
+                                timeout=wait)
     Events(args.events).emit(rank, "started", pid=os.getpid(), kind=args.demo)
     kind, _ = KINDS[args.demo]
     kind(rank, args.culprit)
@@ -222,11 +237,27 @@ def rank_main(rank: int, job: Job, args) -> None:
 
 PTRACE_REFUSED = (
     "py-spy may not read the processes' memory here (ptrace was refused). On Linux, let "
-    "a user trace their own processes with: sudo sysctl kernel.yama.ptrace_scope=0 (1 "
-    "only lets a process trace its children); or run the diagnosis as root: sudo env "
-    "\"PATH=$PATH\" python -m workers.hangs diagnose PID; in a container, start it with "
-    "--cap-add SYS_PTRACE")
+    "a user trace their own processes with: sudo sysctl kernel.yama.ptrace_scope=0 (at 1 "
+    "a process may trace only its descendants, and py-spy is none, unless the traced "
+    "process allowed it with prctl(PR_SET_PTRACER); at 3 nothing helps, neither sysctl "
+    "nor sudo, until a reboot); or run the diagnosis as root: sudo env \"PATH=$PATH\" "
+    "python -m workers.hangs diagnose PID; in a container, start it with --cap-add "
+    "SYS_PTRACE")
 NO_PY_SPY = "py-spy is not installed: pip install py-spy==0.4.3 (requirements.txt pins it)"
+# why py-spy read no stacks of a rank, whose recorder alone the diagnosis then reads
+UNREAD = {
+    "refused": "py-spy was refused (ptrace)",
+    "free-threaded": "py-spy 0.4 cannot read a free-threaded Python's stacks",
+    "failed": "py-spy read no stacks",
+}
+
+
+def free_threaded() -> bool:
+    """Whether this Python is a free-threaded build (3.13t, 3.14t), whose stacks py-spy 0.4
+    cannot read. The build decides, not whether the GIL is on now: an extension that needs
+    the GIL turns it back on, and the objects keep the free-threaded layout."""
+    gil_enabled = getattr(sys, "_is_gil_enabled", lambda: True)
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED")) or not gil_enabled()
 
 
 class CannotLook(Exception):
@@ -255,6 +286,8 @@ class Process:
     pid: int
     rank: int | None
     threads: list[Thread]
+    unread: str | None = None  # why py-spy read no stacks (a key of UNREAD), if it did not
+    recorded: list = field(default_factory=list)  # then: its recorder's calls, to compare
 
     @property
     def main(self) -> Thread | None:
@@ -482,6 +515,8 @@ def first_disagreement(recorders: dict[int, list[Entry]], group: str = "0"):
 def where_is(who: str, process: Process) -> str:
     """Where a rank is, as a clause about ``who``: its main thread's line, or the thread
     that keeps it alive once the main thread has ended."""
+    if process.unread:
+        return f"{who}: its stack was not read"
     main = process.main
     frame = reader_frame(main.frames) if main else None
     if frame:
@@ -540,16 +575,21 @@ def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> 
                 f"{at(entry.line)}, which {ranks_text(missing)} never started; {where}")
         return Verdict("behind", missing, waiting, entry.op, seq, where_of(entry.line),
                        culprit_line, None, text)
-    calls = Counter(entry.op for entry in here.values())
+    # the ranks differ in the collective, or, calling the same one, in its tensors' sizes
+    same_op = len({entry.op for entry in here.values()}) == 1
+    call = (lambda e: (e.op, str(e.sizes))) if same_op else (lambda e: e.op)
+    named = (lambda e: f"{e.op} of sizes {e.sizes}") if same_op else (lambda e: e.op)
+    calls = Counter(call(entry) for entry in here.values())
     top = max(calls.values())
-    tied = [op for op, count in calls.items() if count == top]
-    reference = here[min(rank for rank, e in here.items() if e.op in tied)].op
-    culprits = sorted(rank for rank, entry in here.items() if entry.op != reference)
+    tied = [key for key, count in calls.items() if count == top]
+    rule = here[min(rank for rank, e in here.items() if call(e) in tied)]
+    reference = rule.op
+    culprits = sorted(rank for rank, entry in here.items() if call(entry) != call(rule))
     waiting = sorted(set(here) - set(culprits))
     theirs, mine = here[waiting[0]], here[culprits[0]]
     text = (f"{ranks_text(culprits)} {'is' if len(culprits) == 1 else 'are'} out of step: "
-            f"{'its' if len(culprits) == 1 else 'their'} collective #{seq} is {mine.op}"
-            f"{at(mine.line)}, where {ranks_text(waiting)} called {reference}"
+            f"{'its' if len(culprits) == 1 else 'their'} collective #{seq} is {named(mine)}"
+            f"{at(mine.line)}, where {ranks_text(waiting)} called {named(rule)}"
             f"{at(theirs.line)}")
     if len(tied) > 1:
         text += f" (as many ranks each way: rank {min(here)}'s call is taken as the rule)"
@@ -623,10 +663,14 @@ def job_processes(target: int) -> list:
     return [p for p in [root, *root.children(recursive=True)] if p.pid not in mine]
 
 
-def rank_stacks(target: int) -> dict[int, Process]:
+def rank_stacks(target: int, unread: set | None = None) -> dict[int, Process]:
     """Every rank's stacks: the processes of the job that were started as a rank (by
-    RANK, by the rank the recorder they serve says, or by their functions' arguments)."""
+    RANK, by the rank the recorder they serve says, or by their functions' arguments). A
+    rank py-spy cannot read is known by its recorder alone, with no stacks; ``unread``
+    collects why py-spy read none of a process, rank or not."""
     import psutil
+
+    unread = set() if unread is None else unread
 
     pids = []
     for process in job_processes(target):
@@ -637,11 +681,20 @@ def rank_stacks(target: int) -> dict[int, Process]:
             pass
 
     def look(pid: int) -> Process | None:
-        process = dump_stacks(pid)
-        if process is not None:
-            served = read_recorder(pid) if process.rank is None else None
-            if served is not None and "rank" in served:
-                process.rank = served["rank"]
+        why = "free-threaded" if free_threaded() else None
+        try:
+            process = None if why else dump_stacks(pid)
+        except CannotLook as error:
+            if str(error) != PTRACE_REFUSED:
+                raise
+            process, why = None, "refused"
+        if why:
+            unread.add(why)
+        if process is None:
+            return from_recorder(pid, why or "failed")
+        served = read_recorder(pid) if process.rank is None else None
+        if served is not None and "rank" in served:
+            process.rank = served["rank"]
         return process
 
     with ThreadPoolExecutor(8) as pool:
@@ -651,6 +704,17 @@ def rank_stacks(target: int) -> dict[int, Process]:
         if process.rank not in ranks or process.pid < ranks[process.rank].pid:
             ranks[process.rank] = process
     return dict(sorted(ranks.items()))
+
+
+def from_recorder(pid: int, why: str) -> Process | None:
+    """A rank whose stacks py-spy did not read, as its recorder names it; None when the
+    process serves none (not a rank of the book's, or not yet)."""
+    served = read_recorder(pid)
+    if served is None or "rank" not in served:
+        return None
+    calls = [(e["collective_seq_id"], e["profiling_name"], e["retired"])
+             for e in served.get("entries", [])]
+    return Process(pid, served["rank"], [], unread=why, recorded=calls)
 
 
 STARTING = ("init_process_group", "_find_and_load", "rendezvous", "_store_based_barrier")
@@ -666,6 +730,8 @@ def settled(before: dict[int, Process], after: dict[int, Process], world_size) -
     for rank, process in after.items():
         if signature(process) != signature(before[rank]):
             return False
+        if process.unread and not process.recorded:  # no collective yet: still starting
+            return False
         if any(f.name in STARTING for t in process.threads for f in t.frames):
             return False
     return True
@@ -673,20 +739,24 @@ def settled(before: dict[int, Process], after: dict[int, Process], world_size) -
 
 def signature(process: Process) -> list:
     """The stacks that say whether a rank moves: its main thread's and those of threads
-    in the program's own code (the book's launcher watches its parent in a loop)."""
+    in the program's own code (the book's launcher watches its parent in a loop); for a
+    rank py-spy did not read, its recorder's calls."""
+    if process.unread:
+        return process.recorded
     return sorted((t.name, [(f.name, f.line) for f in t.frames]) for t in process.threads
                   if t.name == "MainThread" or reader_frame(t.frames))
 
 
-def wait_until_hung(target: int, deadline: float, world_size=None) -> dict[int, Process]:
+def wait_until_hung(target: int, deadline: float, world_size=None,
+                    unread: set | None = None) -> dict[int, Process]:
     """Look at the ranks until two looks half a second apart agree (or the deadline, or
     the target's end)."""
     import psutil
 
-    before = rank_stacks(target)
+    before = rank_stacks(target, unread)
     while True:
         time.sleep(0.5)
-        after = rank_stacks(target)
+        after = rank_stacks(target, unread)
         if settled(before, after, world_size) or time.time() > deadline:
             return after
         try:
@@ -701,8 +771,11 @@ def diagnose(target: int, events: Events, world_size=None, wait: float = 30.0,
              save_dumps: str | None = None, debug_server: bool = False) -> Verdict:
     """Look at a hung job from outside and say which ranks are behind and where."""
     began = time.time()
-    processes = wait_until_hung(target, began + wait, world_size)
+    unread: set = set()
+    processes = wait_until_hung(target, began + wait, world_size, unread)
     hung = time.time()
+    if not processes and "refused" in unread:  # no rank serves a recorder to read instead
+        raise CannotLook(PTRACE_REFUSED)
     if not processes:
         say_main(f"no rank found under pid {target}: is it the job's main process, or "
                  f"torchrun's agent?")
@@ -712,6 +785,10 @@ def diagnose(target: int, events: Events, world_size=None, wait: float = 30.0,
                  for rank, d in dumps.items()}
     verdict = read_hang(processes, recorders)
     looked = time.time() - began
+    reasons = sorted({p.unread for p in processes.values() if p.unread})
+    for reason in reasons:
+        say_main(f"{UNREAD[reason]}: the diagnosis reads the flight recorders alone"
+                 + (f". {PTRACE_REFUSED}" if reason == "refused" else ""))
     for rank, process in processes.items():
         entries = recorders[rank]
         if entries is None:
@@ -727,7 +804,7 @@ def diagnose(target: int, events: Events, world_size=None, wait: float = 30.0,
     if save_dumps:
         write_dumps(dumps, save_dumps)
     events.emit("main", "diagnosis", t=began, t_end=time.time(), t_hung=hung,
-                seconds=looked, verdict=asdict(verdict),
+                seconds=looked, verdict=asdict(verdict), unread=reasons,
                 ranks={rank: summary(processes[rank], recorders[rank])
                        for rank in processes},
                 **(debug_server_answers(processes) if debug_server else {}))
@@ -986,8 +1063,14 @@ def demo_second_terminal(args, events: Events) -> int:
     if not path.is_file():
         fail(f"no program {args.program}")
     program = subprocess.Popen([sys.executable, str(path)], env=env,
-                               stdin=subprocess.DEVNULL)
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    printed: dict[int, int] = {}  # rank: pid, as the program prints them
+    threading.Thread(target=echo_pids, args=(program.stdout, printed), daemon=True).start()
     try:
+        unread = stacks_unreadable(program.pid)
+        events.emit("main", "looked", stacks=unread or "read")
+        if unread:
+            return without_py_spy(program, printed, unread, args, events)
         processes = wait_until_hung(program.pid, time.time() + args.timeout, 2)
         if len(processes) < 2:
             say_main(f"the program did not hang within {args.timeout:g} s")
@@ -1013,6 +1096,59 @@ def demo_second_terminal(args, events: Events) -> int:
         if program.poll() is None:
             program.kill()
         program.wait(timeout=10)
+
+
+def echo_pids(stream, printed: dict[int, int]) -> None:
+    """Pass the program's lines on as they come, and note the pid each rank prints."""
+    for line in stream:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        if found := re.match(r"\[rank (\d+)\] pid (\d+)$", line.strip()):
+            printed[int(found[1])] = int(found[2])
+
+
+def stacks_unreadable(pid: int) -> str | None:
+    """Why py-spy cannot read process ``pid`` (a key of UNREAD), or None when it may."""
+    if free_threaded():
+        return "free-threaded"
+    try:
+        dump_stacks(pid)
+    except CannotLook as error:
+        if str(error) != PTRACE_REFUSED:
+            raise
+        return "refused"
+    return None
+
+
+def without_py_spy(program, printed: dict[int, int], unread: str, args,
+                   events: Events) -> int:
+    """second-terminal where py-spy may not read the program: the pids it printed, once
+    both ranks printed theirs, then faulthandler, which needs no permission; the diagnosis
+    has nothing to read (the program serves no recorder), so this stops the job itself."""
+    deadline = time.time() + args.timeout
+    while len(printed) < 2 and program.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    if len(printed) < 2:
+        say_main(f"the program did not hang within {args.timeout:g} s")
+        return 1
+    time.sleep(0.5)  # each rank prints its pid just before it waits
+    events.emit("main", "hung", pids=printed)
+    say_main(f"$ py-spy dump --pid {printed[0]}")
+    sys.stdout.flush()
+    if unread == "refused":  # what a reader sees: py-spy's own refusal
+        plain = {k: v for k, v in os.environ.items() if k != "CLICOLOR_FORCE"}
+        subprocess.run([py_spy(), "dump", "--pid", str(printed[0])], timeout=30, env=plain)
+    else:
+        say_main(f"not run: {UNREAD[unread]}")
+    for rank in sorted(printed):
+        say_main(f"$ kill -USR1 {printed[rank]}")
+        os.kill(printed[rank], signal.SIGUSR1)
+        time.sleep(0.3)  # faulthandler writes from the rank's own signal handler
+    say_main(f"$ python -m workers.hangs diagnose {program.pid}: not run, "
+             f"{UNREAD[unread]}, and the program serves no flight recorder to read instead")
+    count, left = stop_job(program.pid)
+    say_main(f"stopped the job: {count} processes, {left} left")
+    return 0
 
 
 # --- the command line ---------------------------------------------------------------------

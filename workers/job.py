@@ -10,7 +10,8 @@ A distributed demo has one shape wherever it runs:
             ...the demo...
 
 Started from a shell (``python -m workers.collectives p2p --world-size 4``), ``run_ranks``
-starts the ranks itself and they meet at a ``tcp://`` address on a free loopback port.
+starts the ranks itself and they meet at a free port of 127.0.0.1, where rank 0's store
+listens on loopback alone, as gloo does (``loopback_store``, ``gloo_on_loopback``).
 Started by ``torchrun`` (or a script that sets ``RANK``, ``LOCAL_RANK`` and
 ``WORLD_SIZE``), this process *is* one rank, and the ranks meet through ``env://``. The
 init-methods chapter shows every route.
@@ -19,6 +20,7 @@ init-methods chapter shows every route.
 from __future__ import annotations
 
 import os
+import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -45,6 +47,11 @@ class Job:
     init_method: str  # "env://" when started as a rank, else "tcp://127.0.0.1:PORT"
     timeout: float  # seconds: rendezvous and every collective give up after it
     started_as_rank: bool  # by torchrun or a launch script, which set RANK and WORLD_SIZE
+
+    @property
+    def port(self) -> int:
+        """The port of a ``tcp://127.0.0.1:PORT`` job: where rank 0's store listens."""
+        return int(self.init_method.rsplit(":", 1)[1])
 
     def on_fresh_port(self) -> Job:
         """The same job meeting on a new port: for a second job in the same run."""
@@ -156,19 +163,50 @@ def joined(job: Job, rank: int, store=None):
 
     stop_with_its_launcher(rank)  # a rank whose launcher died stops too
     device = rank_device(job.backend, int(os.environ.get("LOCAL_RANK", rank)))
+    timeout = timedelta(seconds=job.timeout)
+    if ranks_on_this_machine(job.world_size) == job.world_size:  # no rank elsewhere
+        gloo_on_loopback()
+    if store is None and not job.started_as_rank:  # under a launcher, it holds the store
+        store = loopback_store(rank, job.world_size, job.port, timeout)
     dist.init_process_group(
         job.backend,
         init_method=None if store else job.init_method,
         store=store,
         rank=rank,
         world_size=job.world_size,
-        timeout=timedelta(seconds=job.timeout),
+        timeout=timeout,
         device_id=device if device.type == "cuda" else None,  # nccl: bind the GPU at once
     )
     try:
         yield device
     finally:
         dist.destroy_process_group()
+
+
+def loopback_store(rank: int, world_size: int, port: int, timeout: timedelta):
+    """The store of a job whose ranks all run on this machine, on 127.0.0.1 alone.
+
+    Rank 0 serves it on a socket it has bound to 127.0.0.1 and hands over (the store owns
+    it from then on: ``detach`` gives up its descriptor); the other ranks connect there. A
+    ``TCPStore`` that binds its own socket, as ``init_process_group`` makes it for a
+    ``tcp://`` or ``env://`` address, listens on every address of the machine whatever the
+    address says. ``port`` 0: rank 0 takes a free one (a job of one rank).
+    """
+    import torch.distributed as dist
+
+    listening = None
+    if rank == 0:
+        server = socket.create_server(("127.0.0.1", port))
+        port, listening = server.getsockname()[1], server.detach()
+    return dist.TCPStore("127.0.0.1", port, world_size, rank == 0, timeout=timeout,
+                         master_listen_fd=listening)
+
+
+def gloo_on_loopback() -> None:
+    """gloo's connections between ranks on 127.0.0.1: told no interface
+    (``GLOO_SOCKET_IFNAME``), gloo listens on the address this machine's hostname resolves
+    to. A reader's own setting wins."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 
 
 def rank_device(backend: str, local_rank: int):
