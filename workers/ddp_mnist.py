@@ -16,6 +16,7 @@ same thing, and the chapter checks that they end with the same weights.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -30,8 +31,10 @@ from workers import PRELOADS
 from workers.job import (
     Job,
     add_job_options,
+    gloo_on_loopback,
     job_from_args,
     joined,
+    loopback_store,
     run_ranks,
     share_cores,
     wrap,
@@ -44,7 +47,6 @@ from workers.ranks import (
     exit_now,
     fail,
     first_line,
-    free_port,
     open_events,
     positive_float,
     positive_int,
@@ -254,7 +256,8 @@ def mistakes(args, events: Events) -> int:
         say_main(f"DataLoader(sampler=..., shuffle=True) -> ValueError: {error}")
         events.emit("main", "mistake", mistake="sampler and shuffle", error=str(error))
     # device_ids on a CPU model: DDP refuses it in its constructor, so one rank shows it
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+    gloo_on_loopback()
+    dist.init_process_group("gloo", store=loopback_store(0, 1, 0, timedelta(seconds=30)),
                             rank=0, world_size=1)
     try:
         DDP(MnistNet(), device_ids=[0])  # right for a model on GPU 0; this one is on CPU

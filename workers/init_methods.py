@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from workers.job import Job, joined, started_as_rank, world_size_from
+from workers.job import Job, gloo_on_loopback, joined, started_as_rank, world_size_from
 from workers.ranks import (
     Events,
     Parser,
@@ -44,12 +44,12 @@ from workers.ranks import (
     free_port,
     launch,
     open_events,
-    physical_cores,
     positive_float,
     positive_int,
     say,
     say_main,
 )
+from workers.verdicts.cores import cores_of_this_process
 
 METHODS = ["env", "tcp", "file", "store"]
 ENV_VARIABLES = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
@@ -102,6 +102,7 @@ def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore
 
 def join_group(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
     """One rank: join the group, prove it works with an all_reduce, leave cleanly."""
+    gloo_on_loopback()  # the env:// and tcp:// stores listen everywhere: the page shows it
     try:
         init(rank, world_size, meet)
     except (RuntimeError, OSError) as error:  # DistStoreError, DistNetworkError, ...
@@ -223,6 +224,7 @@ def pitfall(rank: int, world_size: int, meet: Rendezvous, name: str) -> None:
 def pitfall_rank(rank: int, world_size: int, meet: Rendezvous, name: str,
                  events: Events) -> None:
     """Run one rank of a pitfall; report its error in one line, and record it."""
+    gloo_on_loopback()  # unless the pitfall names another interface
     begin = time.time()
     try:
         pitfall(rank, world_size, meet, name)
@@ -266,6 +268,7 @@ def all_reduce_on(device: torch.device) -> str:
 def by_device_rank(rank: int, world_size: int, meets: list[Rendezvous], gpus: bool,
                    events: Events) -> None:
     """Each way of naming no single backend, in a group of its own, one after the other."""
+    gloo_on_loopback()
     device = torch.device("cuda", rank) if gpus else torch.device("cpu", 0)
     if gpus:
         torch.cuda.set_device(device)
@@ -411,6 +414,7 @@ def demo_leftover_file(args, events: Events) -> int:
 def join_without_leaving(rank: int, world_size: int, meet: Rendezvous,
                          events: Events) -> None:
     """Join and all-reduce, then exit without destroy_process_group."""
+    gloo_on_loopback()
     init(rank, world_size, meet)
     total = torch.tensor([rank])
     dist.all_reduce(total)
@@ -426,6 +430,7 @@ def join_late(rank: int, world_size: int, meet: Rendezvous, events: Events) -> N
 
 def crash_after_joining(rank: int, path: str, timeout: float) -> None:
     """Join, then die without clean-up, as a job killed by its scheduler or by OOM does."""
+    gloo_on_loopback()
     dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=timeout))
     dist.barrier()  # both ranks have joined and written their keys
@@ -451,7 +456,7 @@ def demo_arrival(args, events: Events) -> int:
     code = launch(time_arrivals, job, args.world_size, timeout=deadline)
     if code == 0:
         say_main(f"{args.world_size} ranks, {args.repeats} joins in each order, the late "
-                 f"side {args.late:g} s late, on {physical_cores()} cores")
+                 f"side {args.late:g} s late, on {cores_of_this_process()}")
     return code
 
 
@@ -462,6 +467,7 @@ def time_arrivals(rank: int, world_size: int, warm_up: Rendezvous,
     ``late`` seconds first. The ranks start each join together (``ready``, a barrier of
     their own, since the group they just left is gone); the untimed ``warm_up`` join also
     waits for the last rank to start."""
+    gloo_on_loopback()
     init(rank, world_size, warm_up)
     leave()
     for order, meet in meets:

@@ -23,7 +23,16 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from workers.job import Job, add_job_options, job_from_args, joined, run_ranks
+from workers.job import (
+    Job,
+    add_job_options,
+    gloo_on_loopback,
+    job_from_args,
+    joined,
+    loopback_store,
+    ranks_on_this_machine,
+    run_ranks,
+)
 from workers.ranks import (
     Events,
     Parser,
@@ -155,8 +164,13 @@ DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8"
 def no_backend_given(rank: int, job: Job, events: Events) -> None:
     """What init_process_group() sets up when it is told no backend, and asking for two."""
     wait = timedelta(seconds=job.timeout)
-    dist.init_process_group(init_method=job.init_method, rank=rank,
-                            world_size=job.world_size, timeout=wait)
+    if ranks_on_this_machine(job.world_size) == job.world_size:  # as joined() does
+        gloo_on_loopback()
+    store = None  # under a launcher, it holds the store
+    if not job.started_as_rank:
+        store = loopback_store(rank, job.world_size, job.port, wait)
+    dist.init_process_group(init_method=None if store else job.init_method, store=store,
+                            rank=rank, world_size=job.world_size, timeout=wait)
     try:
         picked = dist.get_backend_config()  # device type -> backend, e.g. "cpu:gloo"
         try:
@@ -179,6 +193,29 @@ def no_backend_given(rank: int, job: Job, events: Events) -> None:
         say(rank, f"backend='gloo' gave {gloo!r}")
         events.emit(rank, "no backend", picked=picked, both=both, both_ok=both_ok,
                     gloo=gloo)
+
+
+def no_backend_where_it_can(rank: int, job: Job, events: Events) -> None:
+    """``no_backend_given``, unless this machine has an accelerator but fewer devices than
+    ranks here. Told no backend, ``init_process_group`` sets up the accelerator's backend
+    alone (``BackendConfig``), and nccl binds each rank to GPU ``LOCAL_RANK % GPUs``, or
+    ``rank % GPUs`` without LOCAL_RANK, at once (``_nccl2_device``, both in
+    ``torch/distributed/distributed_c10d.py``): two ranks on one GPU, which NCCL refuses,
+    and the rank's error would end the job."""
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    devices = torch.accelerator.device_count() if accelerator is not None else 0
+    here = (int(os.environ.get("LOCAL_WORLD_SIZE", job.world_size))
+            if "LOCAL_RANK" in os.environ else job.world_size)
+    if accelerator is None or devices >= here:
+        no_backend_given(rank, job, events)
+        return
+    backend = dist.Backend.default_device_backend_map.get(accelerator.type, "none")
+    if rank == 0:
+        say(rank, f"init_process_group() with no backend not tried: it would set up "
+                  f"{accelerator.type}:{backend} alone, for {here} ranks on {devices} "
+                  f"{accelerator.type} device(s)")
+        events.emit(rank, "no backend", skipped=True, accelerator=accelerator.type,
+                    backend=backend, devices=devices, ranks=here)
 
 
 def operations(rank: int, world_size: int, device, group) -> dict:
@@ -261,8 +298,13 @@ def threads_here() -> int:
 
 
 def thread_names() -> list[str]:
+    """The names of this process's threads that Python did not start: from Python 3.14 on,
+    a thread Python starts gives the operating system its name too (``Thread.start``)."""
+    python = {thread.native_id for thread in threading.enumerate()}
     names = []
     for task in os.listdir("/proc/self/task"):
+        if int(task) in python:
+            continue
         try:
             with open(f"/proc/self/task/{task}/comm") as file:
                 names.append(file.read().strip())
@@ -313,7 +355,7 @@ def rank_main(rank: int, job: Job, args, spares: list[Job]) -> None:
     events = Events(args.events)
     events.emit(rank, "started", pid=os.getpid())
     if args.demo == "backends":
-        no_backend_given(rank, spares[0], events)
+        no_backend_where_it_can(rank, spares[0], events)
     before = threads_here()
     wait = timedelta(seconds=job.timeout)  # for the groups a demo makes
     with joined(job, rank) as device:
