@@ -320,6 +320,16 @@ def test_two_ranks_behind_and_a_tie():
     assert verdict.culprits == [1] and "taken as the rule" in verdict.text
 
 
+def test_the_same_collective_with_other_sizes_names_the_minority_by_its_sizes():
+    """One rank all-reduces a tensor of another shape: the ops agree, the sizes do not."""
+    recorders = {r: [entry(1, "all_reduce", 10, retired=False)] for r in range(3)}
+    recorders[2][0].sizes = [[8]]
+    verdict = read_hang({r: process(r, 10, "all_reduce") for r in range(3)}, recorders)
+    assert (verdict.found, verdict.culprits, verdict.waiting) == ("out of step", [2], [0, 1])
+    assert "is all_reduce of sizes [[8]]" in verdict.text
+    assert "called all_reduce of sizes [[4]]" in verdict.text
+
+
 def test_without_recorders_the_stacks_still_find_the_rank_outside_the_collectives():
     processes = {0: process(0, 10, "all_reduce"), 1: process(1, 20, None)}
     verdict = read_hang(processes, {0: None, 1: None})

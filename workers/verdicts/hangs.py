@@ -34,7 +34,7 @@ def health_check(answers: dict[str, str | None]) -> Verdict:
     said = {rank: _healthy(answer) for rank, answer in answers.items()}
     if all(value is True for value in said.values()):
         return Verdict("healthy", f"every rank's c10d_health_check answered "
-                                  f"\"healthy\": true while the job hung, all "
+                                  f"`\"healthy\":true` while the job hung, all "
                                   f"{len(said)} ranks of it: a rank that waits for a "
                                   f"peer is healthy by that check")
     if any(value is False for value in said.values()):
