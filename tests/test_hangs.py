@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import psutil
 import pytest
 from workers import hangs
 from workers.hangs import Entry, Frame, Process, Thread, first_disagreement, read_hang
+from workers.ranks import free_port
 
 from helpers import (
     ROOT,
@@ -218,10 +220,21 @@ def dead_ranks_error_files() -> list:
             if b"the checkpoint was not saved" in path.read_bytes()]
 
 
+def refusing_py_spy(tmp_path: Path) -> str:
+    """A py-spy the kernel would refuse: it answers as py-spy 0.4.3 does without ptrace."""
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\necho \"Permission Denied: Try running again with elevated "
+                    "permissions by going 'sudo env \\\"PATH=\\$PATH\\\" !!'\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
                     reason="needs root, to run py-spy as another user")
-def test_a_refused_ptrace_is_one_line_that_says_what_to_do(tmp_path, monkeypatch, capsys):
-    """The real py-spy, run as nobody against root's job: the kernel refuses it."""
+def test_a_refused_ptrace_leaves_the_recorders_or_one_line(tmp_path, monkeypatch, capsys):
+    """The real py-spy, run as nobody against root's jobs: the kernel refuses it. The book's
+    ranks serve their recorders, which the diagnosis reads alone; the plain program serves
+    none, and the diagnosis says in one line what to do."""
     wrapper = tmp_path / "py-spy"
     wrapper.write_text(f"#!/bin/sh\nexec runuser -u nobody -- {hangs.py_spy()} \"$@\"\n")
     wrapper.chmod(0o755)
@@ -230,10 +243,95 @@ def test_a_refused_ptrace_is_one_line_that_says_what_to_do(tmp_path, monkeypatch
                  "--timeout", "60"])
     try:
         wait_for_line(job, "From a second terminal")
-        refused = cli_in_process("workers.hangs", "diagnose", str(job.pid), capsys=capsys)
-        assert_one_line_error(refused, "ptrace", "kernel.yama.ptrace_scope", "sudo")
+        read = cli_in_process("workers.hangs", "diagnose", str(job.pid), capsys=capsys)
+        assert read.returncode == 0, read
+        assert "py-spy was refused (ptrace): the diagnosis reads the flight recorders " \
+               "alone" in read.out
+        assert "verdict: rank 1 is out of step" in read.out, read.out
     finally:
         stop(job)
+    program = start([sys.executable, "programs/hang.py"], MASTER_PORT=str(free_port()))
+    try:
+        wait_for_line(program, "[rank 1] pid")
+        refused = cli_in_process("workers.hangs", "diagnose", str(program.pid),
+                                 "--timeout", "3", capsys=capsys)
+        assert_one_line_error(refused, "ptrace", "kernel.yama.ptrace_scope", "sudo",
+                              "descendants", "at 3 nothing helps")
+    finally:
+        stop(program)
+
+
+def test_without_py_spy_every_kind_is_diagnosed_from_the_recorders(tmp_path):
+    """py-spy refused (Yama's ptrace_scope, another user) or unable (a free-threaded
+    Python): each rank is known by its recorder, and the recorders name every culprit."""
+    result = quiet_run("workers.hangs", "every", "--timeout", "60", timeout=240,
+                       env={"PY_SPY": refusing_py_spy(tmp_path)},
+                       expect_output=f"{len(hangs.KINDS)} of {len(hangs.KINDS)} hangs "
+                                     f"diagnosed")
+    diagnoses = result.events_named("diagnosis")
+    assert [d["unread"] for d in diagnoses] == [["refused"]] * len(hangs.KINDS)
+    for kind, diagnosis in zip(hangs.KINDS, diagnoses):
+        verdict = diagnosis["verdict"]
+        assert verdict["culprits"] == [2] and verdict["waiting"] == [0, 1], (kind, verdict)
+        assert verdict["found"] == expected(kind)["found"], (kind, verdict)
+        assert verdict["waiting_line"].endswith(expected(kind)["waiting_line"]), verdict
+    assert "py-spy was refused (ptrace): the diagnosis reads the flight recorders alone" \
+        in result.output
+
+
+def test_the_plain_program_without_py_spy_shows_faulthandler_and_is_stopped(tmp_path):
+    result = quiet_run("workers.hangs", "second-terminal", "--timeout", "150", timeout=240,
+                       env={"PY_SPY": refusing_py_spy(tmp_path)})
+    [looked] = result.events_named("looked")
+    assert looked["stacks"] == "refused"
+    assert "Permission Denied" in result.output
+    handled = [line for line in result.output.splitlines() if "hang.py\", line" in line]
+    assert len(handled) == 2, result.tail()
+    assert "serves no flight recorder to read instead" in result.output
+    assert re.search(r"stopped the job: \d+ processes, 0 left", result.output), result.tail()
+
+
+def test_a_free_threaded_python_is_not_given_to_py_spy(monkeypatch):
+    """3.14t is not at hand: its property, faked. Neither the build's flag nor the GIL's
+    state may let py-spy near it, and the diagnosis then reads the recorders alone."""
+    monkeypatch.setenv("PY_SPY", "/nonexistent/py-spy")  # reached, it would raise
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
+    assert hangs.free_threaded()
+    assert hangs.stacks_unreadable(os.getpid()) == "free-threaded"
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: True, raising=False)
+    assert not hangs.free_threaded()
+    monkeypatch.setattr(hangs.sysconfig, "get_config_var",
+                        lambda name: 1 if name == "Py_GIL_DISABLED" else None)
+    assert hangs.free_threaded()
+    unread: set = set()
+    assert hangs.rank_stacks(os.getpid(), unread) == {} and unread <= {"free-threaded"}
+
+
+def test_each_rank_lets_its_user_trace_it(monkeypatch):
+    """Yama is not at hand (this machine has none, and a prctl value cannot be read back):
+    the call is checked as made, with Yama's constants from <linux/prctl.h>."""
+    import ctypes
+
+    calls = []
+
+    class Libc:
+        def prctl(self, *args):
+            calls.append([getattr(a, "value", a) for a in args])
+            return 0
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: Libc())
+    assert hangs.allow_tracers()
+    assert calls == [[0x59616D61, 2**64 - 1, 0, 0, 0]]  # PR_SET_PTRACER, PR_SET_PTRACER_ANY
+    assert "allow_tracers()" in inspect.getsource(hangs.rank_main)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert not hangs.allow_tracers() and len(calls) == 1
+
+
+def test_the_real_prctl_is_harmless_where_yama_is_absent():
+    """Without Yama the kernel refuses the option (EINVAL) and nothing else happens; with
+    it, the kernel takes it. Either way the caller goes on."""
+    took = hangs.allow_tracers()
+    assert took == Path("/proc/sys/kernel/yama/ptrace_scope").exists()
 
 
 def test_a_missing_py_spy_is_one_line(monkeypatch, capsys):

@@ -100,3 +100,80 @@ def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -
                                    f"order it reads a folder in is the file system's")
     return Verdict("other", f"fr_trace blamed rank {named}, and the diagnosis rank "
                             f"{', '.join(map(str, culprits))}")
+
+
+@verdict(
+    read=dict(plain="read", ranks=[]),
+    plain_refused=dict(plain="refused", ranks=[]),
+    refused=dict(plain="refused", ranks=["refused"]),
+    free_threaded=dict(plain="free-threaded", ranks=["free-threaded"]),
+    failed=dict(plain="read", ranks=["failed"]),
+)
+def stacks_here(plain: str, ranks: list[str]) -> Verdict:
+    """Whether py-spy read the stacks in this build: ``plain``, what it did with the plain
+    program ("read", "refused" or "free-threaded"); ``ranks``, why it read no stacks of
+    some of the book's ranks in the five hangs (a key of ``workers.hangs.UNREAD`` each;
+    empty when it read them all). A sentence."""
+    if "free-threaded" in (plain, *ranks):
+        return Verdict("free_threaded", "This build's Python is free-threaded, whose "
+                                        "stacks py-spy 0.4 cannot read: the diagnoses "
+                                        "below read the flight recorders alone, and the "
+                                        "plain program, which serves none, could not be "
+                                        "diagnosed.")
+    if "refused" in ranks:
+        return Verdict("refused", "Here the kernel refused py-spy every rank, the book's "
+                                  "too (another user's processes, Yama's ptrace_scope at 2 "
+                                  "or 3, or a container without SYS_PTRACE): the diagnoses "
+                                  "below read the flight recorders alone, and the plain "
+                                  "program, which serves none, could not be diagnosed.")
+    if plain == "refused":
+        return Verdict("plain_refused", "Here the kernel refused py-spy the plain "
+                                        "program's ranks (under Yama's ptrace_scope=1 "
+                                        "only a process's ancestors may read it) and let "
+                                        "it read the book's, which allow it as they "
+                                        "start.")
+    if ranks:
+        return Verdict("failed", "Here py-spy read the stacks of only some of the book's "
+                                 "ranks; the diagnoses of the others read their flight "
+                                 "recorders alone.")
+    return Verdict("read", "Here py-spy read every rank's stacks.")
+
+
+_PLAIN = dict(spied="main (hang.py:29)", reduce_line=29, sleep_line=27,
+              diagnosis="rank 1 is behind: rank 0 waits in all_reduce",
+              stopped="4 processes, 0 left")
+
+
+@verdict(
+    read=dict(stacks="read", **_PLAIN),
+    refused=dict(stacks="refused", **{**_PLAIN, "spied": None, "diagnosis": None}),
+    free_threaded=dict(stacks="free-threaded",
+                       **{**_PLAIN, "spied": None, "diagnosis": None}),
+)
+def plain_program_seen(stacks: str, spied: str | None, reduce_line: int, sleep_line: int,
+                       diagnosis: str | None, stopped: str) -> Verdict:
+    """What the second-terminal run showed of the plain program: ``stacks``, whether
+    py-spy read it ("read", "refused", "free-threaded"); ``spied``, the frame py-spy showed
+    for rank 0; the lines faulthandler showed; the diagnosis's verdict; what stopping the
+    job left. Markdown, a paragraph."""
+    handler = (f"`faulthandler` printed rank 0 at line {reduce_line}, its `all_reduce`, "
+               f"and rank 1 at line {sleep_line}, its `time.sleep`")
+    if stacks == "read":
+        return Verdict("read", f"`py-spy dump` showed rank 0 in `all_reduce`, called from "
+                               f"{spied}, the line of the program that waits. {handler}. "
+                               f"Neither needed the job's help beyond the one `register` "
+                               f"line, and py-spy needed none at all. With only the "
+                               f"stacks, the diagnosis reasons that the rank in no "
+                               f"collective is the one the others wait for: "
+                               f"\"{diagnosis}\". Then it stopped the job ({stopped}).")
+    tail = (f"{handler}: it runs inside the rank, and needs nothing beyond the one "
+            f"`register` line. Without py-spy the diagnosis reads flight recorders alone, "
+            f"and the plain program serves none: it had nothing to read, and the worker "
+            f"stopped the job itself ({stopped}).")
+    if stacks == "refused":
+        return Verdict("refused", f"`py-spy dump` was refused here: the kernel did not let "
+                                  f"it read rank 0 (What goes wrong, below, says why). "
+                                  f"{tail}")
+    return Verdict("free_threaded", f"`py-spy dump` was not run here: this build's Python "
+                                    f"is free-threaded, and py-spy 0.4 cannot read its "
+                                    f"stacks. {tail}")
