@@ -68,10 +68,12 @@ def two_nodes(args) -> int:
         "--rdzv-id", "two-node-demo",
         "--rdzv-conf", f"join_timeout={int(args.timeout)}",
         "--local-addr", "127.0.0.1",
-        "-m", "workers.multi_node", "two-nodes", "--timeout", str(args.timeout),
-        *(["--events", args.events] if args.events else []),
+        "-m", "workers.multi_node", "two-nodes",
     ]
-    return run_nodes([agent, agent], args.timeout, shown=agent[3:-4])
+    shown = agent[3:]  # from torchrun's options to the demo, without the book's own options
+    agent += ["--timeout", str(args.timeout)]
+    agent += ["--events", args.events] if args.events else []
+    return run_nodes([agent, agent], args.timeout, shown=shown)
 
 
 def spawn_nodes(args) -> int:
