@@ -29,8 +29,23 @@ for (( minor = glibc_minor; minor >= 17; minor-- )); do
 done
 mkdir -p "$folder/wheels"
 python3 scripts/fetch_thebe.py
-# every pinned requirement but the book's own package (-e .), which pip builds there
-grep -v '^-e ' requirements.txt > "$folder/requirements-wheels.txt"
+# every pinned requirement but the book's own package (-e .), which pip builds there, and
+# but those whose marker leaves the offline machine out: pip download judges a marker by
+# the Python that runs it, not by --python-version and --platform (torchft: no aarch64 wheel)
+python3 - "$python_version" "$arch" requirements.txt > "$folder/requirements-wheels.txt" <<'EOF'
+import sys
+from pip._vendor.packaging.requirements import Requirement
+
+version, machine, path = sys.argv[1:]
+target = {"python_version": version, "python_full_version": f"{version}.0",
+          "platform_machine": machine, "sys_platform": "linux", "platform_system": "Linux"}
+for line in open(path):
+    text = line.split(" #")[0].strip()
+    if text and not text.startswith(("#", "-e ")):
+        marker = Requirement(text).marker
+        if marker is None or marker.evaluate(target):
+            print(text)
+EOF
 python3 -m pip download --no-cache-dir --only-binary=:all: --implementation cp \
     --python-version "$python_version" "${platforms[@]}" -d "$folder/wheels" \
     -r "$folder/requirements-wheels.txt" "setuptools>=64"
