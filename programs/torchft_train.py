@@ -43,7 +43,7 @@ def main(group: int, steps: int) -> None:
         optimizer.step()
         if manager.current_step() % 100 == 0:
             print(f"group {group}: step {manager.current_step()}, "
-                  f"{manager.num_participants()} group(s) in the quorum", flush=True)
+                  f"{manager.num_participants()} group(s) contributing", flush=True)
     manager.shutdown(wait=False)
 
 
