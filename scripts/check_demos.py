@@ -124,6 +124,8 @@ DEMOS = [
     workers_demo("start_join", "daemon", "--processes", "2", "--seconds", "1"),
     workers_demo("start_join", "exit-codes"),
     workers_demo("start_join", "fail", returncode=1, output="rank 2 failed on purpose"),
+    workers_demo("start_join", "first-failure", "--step", "5", returncode=1,
+                 output="child 2 exited with code 1"),
     workers_demo("start_join", "threads-or-processes", "--millions", "1", "--repeats", "1"),
     workers_demo("start_join", "orphans", "--timeout", "1"),
     workers_demo("start_join", "orphans", "--daemon", "--kill-parent", "TERM"),

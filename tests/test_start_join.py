@@ -29,6 +29,31 @@ def test_join_orders_the_parent_after_every_child(processes, method):
         assert expected <= event["t_end"] - event["t"] < expected + 1.0
 
 
+def test_the_first_failure_stops_the_children_still_working():
+    """The child that raises at once is the last started; the parent stops at it and stops
+    the others, which never finish their 20 and 10 s of work."""
+    result = quiet_run("workers.start_join", "first-failure", "--step", "10",
+                       "--start-method", "fork", expect_returncode=1)
+    said = [line.text for line in result.lines if line.source == "main"]
+    assert said[-1].startswith("child 2 exited with code 1") and "[0, 1]" in said[-1], said
+    assert not any(line.text == "finished" for line in result.lines)
+
+
+def test_a_single_child_is_the_one_that_raises():
+    """With one child, that child is the one that raises: code 1, and the parent names it."""
+    result = quiet_run("workers.start_join", "first-failure", "--processes", "1",
+                       "--start-method", "fork", expect_returncode=1)
+    assert [line.text for line in result.lines if line.source == "main"][-1].startswith(
+        "child 0 exited with code 1")
+
+
+def test_exit_codes_one_for_an_exception_and_for_a_message():
+    result = quiet_run("workers.start_join", "exit-codes", "--start-method", "fork")
+    codes = {e["how"]: e["exitcode"] for e in result.events_named("exitcode")}
+    assert codes == {"return": 0, "sys.exit(3)": 3, "uncaught exception": 1,
+                     "terminate() by the parent": -15, 'sys.exit("a message")': 1}
+
+
 def test_without_join_the_parent_process_outlives_its_forked_children():
     result = quiet_run("workers.start_join", "no-join", "--processes", "2", "--step", "0.2",
                        "--start-method", "fork")
@@ -73,6 +98,8 @@ def test_events_file_from_a_shell_is_json_lines(tmp_events):
         ("join", {"--processes", "--step", "--start-method", "--events", "--timeout"}),
         ("daemon", {"--processes", "--seconds", "--start-method", "--events", "--timeout"}),
         ("exit-codes", {"--start-method", "--events", "--timeout"}),
+        ("first-failure", {"--processes", "--step", "--start-method", "--events",
+                           "--timeout"}),
         ("no-join", {"--processes", "--step", "--start-method", "--events", "--timeout"}),
         ("threads-or-processes", {"--workers", "--millions", "--repeats", "--start-method",
                                   "--events", "--timeout"}),
@@ -87,7 +114,8 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
 def test_help_from_a_shell_lists_the_demos():
     completed = cli("workers.start_join", "--help")
     assert completed.returncode == 0
-    assert all(demo in completed.stdout for demo in ["join", "no-join", "daemon", "exit-codes"])
+    assert all(demo in completed.stdout for demo in ["join", "no-join", "daemon", "exit-codes",
+                                                        "first-failure"])
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@
     python -m workers.start_join daemon
     python -m workers.start_join exit-codes
     python -m workers.start_join fail
+    python -m workers.start_join first-failure
     python -m workers.start_join threads-or-processes
     python -m workers.start_join orphans --daemon --kill-parent TERM
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import platform
 import queue
@@ -197,6 +199,11 @@ def end_with_exception() -> None:
     raise ValueError("rank 2 failed on purpose")
 
 
+def end_with_message() -> None:
+    say(4, 'calling sys.exit("a message")')
+    sys.exit("a message")  # printed on stderr; the exit code is 1, as for an exception
+
+
 def wait_to_be_terminated(seconds: float) -> None:
     say(3, "sleeping until the parent terminates me")
     time.sleep(seconds)
@@ -208,6 +215,7 @@ def demo_exit_codes(ctx, args, events: Events) -> int:
         ("sys.exit(3)", end_with_sys_exit, ()),
         ("uncaught exception", end_with_exception, ()),
         ("terminate() by the parent", wait_to_be_terminated, (args.timeout,)),
+        ('sys.exit("a message")', end_with_message, ()),
     ]
     children = [ctx.Process(target=target, args=extra) for _, target, extra in endings]
     for child in children:
@@ -235,6 +243,44 @@ def demo_fail(ctx, args, events: Events) -> int:
     return 1 if child.exitcode != 0 else 0
 
 
+def fail_at_once(rank: int) -> None:
+    say(rank, "raising ValueError at once")
+    raise ValueError(f"rank {rank} failed on purpose")
+
+
+def demo_first_failure(ctx, args, events: Events) -> int:
+    """Wait on every child at once: the first one that fails, whichever it is, stops the
+    others (as ``mp.spawn`` does); joining them in turn would wait for child 0 first."""
+    children = start_children(ctx, args.processes - 1, args.step, events)
+    children.append(ctx.Process(target=fail_at_once, args=(len(children),)))
+    children[-1].start()
+    began = time.time()
+    running = list(children)
+    while running:
+        left = began + args.timeout - time.time()
+        ended = multiprocessing.connection.wait([c.sentinel for c in running], max(left, 0))
+        if not ended:
+            say_main(f"children still running after {args.timeout:g} s: stopping them")
+            for child in running:
+                child.kill()
+            return 1
+        for child in [c for c in running if c.sentinel in ended]:
+            child.join()
+            running.remove(child)
+            if child.exitcode != 0:
+                others = [children.index(c) for c in running]
+                say_main(f"child {children.index(child)} exited with code {child.exitcode} "
+                         f"{time.time() - began:.2f} s after the last start(); still running: "
+                         f"{others}, "
+                         "stopped now")
+                for other in running:
+                    other.terminate()
+                    other.join(timeout=args.timeout)
+                return 1
+    say_main("every child exited with code 0")
+    return 0
+
+
 def command_line() -> Parser:
     parser = Parser(prog="python -m workers.start_join",
                     description=__doc__.split("\n\n")[0])
@@ -242,15 +288,17 @@ def command_line() -> Parser:
     join = demos.add_parser("join", help="start children, then join each of them")
     no_join = demos.add_parser("no-join", help="start children and never join them")
     daemon = demos.add_parser("daemon", help="daemon children, stopped as the parent exits")
-    exit_codes = demos.add_parser("exit-codes", help="four ways a child ends, four codes")
+    exit_codes = demos.add_parser("exit-codes", help="the ways a child ends, and their codes")
     fail = demos.add_parser("fail", help="a child raises; the parent notices and fails")
+    first = demos.add_parser("first-failure",
+                             help="wait on every child at once; the first failure stops all")
     cpu = demos.add_parser("threads-or-processes",
                            help="CPU-bound Python in threads, then in processes")
     orphans = demos.add_parser("orphans", help="two children that sleep for --timeout")
-    for demo in (join, no_join, daemon):
+    for demo in (join, no_join, daemon, first):
         demo.add_argument("--processes", type=positive_int, default=3,
                           help="children to start (default 3)")
-    for demo in (join, no_join):
+    for demo in (join, no_join, first):
         demo.add_argument(
             "--step", type=positive_float, default=0.5, metavar="SECONDS",
             help="child i works (processes - i) * step seconds (default 0.5)",
@@ -271,7 +319,7 @@ def command_line() -> Parser:
         help="run the parent as a process of its own, send it SIGTERM or SIGKILL, and "
              "look for its children",
     )
-    for demo in (join, no_join, daemon, exit_codes, fail, cpu, orphans):
+    for demo in (join, no_join, daemon, exit_codes, fail, first, cpu, orphans):
         demo.add_argument(
             "--start-method", choices=mp.get_all_start_methods(), default="spawn",
             help="how children are started (default spawn: the same on every OS)",
@@ -354,6 +402,7 @@ DEMOS = {
     "daemon": demo_daemon,
     "exit-codes": demo_exit_codes,
     "fail": demo_fail,
+    "first-failure": demo_first_failure,
     "threads-or-processes": demo_threads_or_processes,
     "orphans": demo_orphans,
 }
