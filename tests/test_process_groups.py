@@ -6,13 +6,16 @@ init_process_group refused, each demo's --help, and bad input."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
 import torch
 import torch.distributed as dist
-from workers.process_groups import subgroup_layout
-from workers.ranks import free_port
+import workers.process_groups
+from workers.job import Job
+from workers.process_groups import subgroup_layout, thread_names
+from workers.ranks import Events, free_port
 
 from helpers import (
     assert_one_line_error,
@@ -148,3 +151,56 @@ def test_each_demo_documents_only_its_own_options(demo, options, capsys):
 )
 def test_bad_input_gets_one_line(args, fragment, capsys):
     assert_one_line_error(cli_in_process("workers.process_groups", *args, capsys=capsys), fragment)
+
+
+def test_thread_names_leave_out_the_threads_python_started():
+    """From Python 3.14 on, ``Thread.start`` gives the operating system the thread's name
+    (CPython gh-59705), so the book's own threads would show up among the backend's. The
+    name is set here as 3.14 sets it, by the thread itself, through /proc (Linux's comm)."""
+    named, done = threading.Event(), threading.Event()
+
+    def python_thread():
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
+            comm.write("stop-with-launc")  # what 3.14 gives a thread named stop-with-launcher
+        named.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=python_thread, name="stop-with-launcher")
+    thread.start()
+    try:
+        assert named.wait(10)
+        with open(f"/proc/self/task/{thread.native_id}/comm") as comm:
+            assert comm.read().strip() == "stop-with-launc"  # the OS has the name
+        assert "stop-with-launc" not in thread_names()
+    finally:
+        done.set()
+        thread.join(10)
+
+
+@pytest.mark.parametrize("devices, ranks, tried", [(1, 2, False), (2, 2, True), (4, 2, True),
+                                                   (None, 2, True), (1, 1, True)])
+def test_no_backend_is_tried_only_where_every_rank_can_have_a_device(
+        devices, ranks, tried, monkeypatch, tmp_path):
+    """Told no backend on a machine with an accelerator, init_process_group sets up its
+    backend alone, and nccl gives rank r the GPU r % GPUs at once (BackendConfig and
+    _nccl2_device, torch/distributed/distributed_c10d.py): with fewer GPUs than ranks two
+    ranks would share one, which NCCL refuses, and the job would end. The accelerator and
+    its device count are faked; the probe itself is replaced by a recorder."""
+    accelerator = None if devices is None else torch.device("cuda")
+    monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                        lambda check_available=False: accelerator)
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: devices or 0)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    called = []
+    monkeypatch.setattr(workers.process_groups, "no_backend_given",
+                        lambda rank, job, events: called.append(rank))
+    job = Job(world_size=ranks, backend="gloo", init_method="tcp://127.0.0.1:1",
+              timeout=5, started_as_rank=False)
+    events = Events(str(tmp_path / "events.jsonl"))
+    workers.process_groups.no_backend_where_it_can(0, job, events)
+    assert called == ([0] if tried else [])
+    if not tried:
+        [skipped] = [json.loads(line) for line in (tmp_path / "events.jsonl").open()]
+        assert skipped["event"] == "no backend" and skipped["skipped"] is True
+        assert (skipped["accelerator"], skipped["backend"]) == ("cuda", "nccl")
+        assert (skipped["devices"], skipped["ranks"]) == (devices, ranks)

@@ -6,15 +6,40 @@ from workers.verdicts import Verdict, verdict
 
 
 @verdict(
+    set_up=dict(picked="cpu:gloo"),
+    not_tried=dict(picked=None, accelerator="cuda", backend="nccl", devices=1, ranks=2),
+)
+def no_backend_here(picked: str | None, accelerator: str = "", backend: str = "",
+                    devices: int = 0, ranks: int = 0) -> Verdict:
+    """What ``init_process_group()`` with no backend set up here (``picked``, the backend
+    config), or, where it was not tried (None), why: this machine's accelerator, its
+    default backend, and its ``devices`` for ``ranks`` ranks on this machine."""
+    if picked is not None:
+        return Verdict("set_up", f"With no backend named, only {picked} was set up.")
+    on = f"{devices} {accelerator} device{'s' if devices != 1 else ''}"
+    return Verdict("not_tried", "The run did not call `init_process_group()` with no "
+                                f"backend here: it would set up {accelerator}:{backend} "
+                                f"alone and give each rank device `rank % {devices}`, so "
+                                f"{ranks} ranks on {on} would share one, which {backend} "
+                                "refuses, and the job would end.")
+
+
+@verdict(
     worked=dict(ok=True, result="cpu:gloo,cuda:nccl", gpus=2),
     no_gpu=dict(ok=False, result="RuntimeError: nccl2 requires at least one CUDA device",
                 gpus=0),
     failed=dict(ok=False, result="RuntimeError: NCCL error: unhandled system error",
                 gpus=2),
+    not_tried=dict(ok=False, result=None, gpus=1),
 )
-def both_backends(ok: bool, result: str, gpus: int) -> Verdict:
+def both_backends(ok: bool, result: str | None, gpus: int) -> Verdict:
     """What asking ``init_process_group`` (or ``new_group``) for ``cpu:gloo,cuda:nccl`` gave
-    here: ``result`` is the backend set up, or the error. A clause in parentheses."""
+    here: ``result`` is the backend set up, or the error, or None where the run did not
+    ask (fewer GPUs than ranks). A clause in parentheses."""
+    if result is None:
+        return Verdict("not_tried", f"not tried here, where {gpus} GPU"
+                                    f"{'s' if gpus != 1 else ''} cannot give each rank one "
+                                    "of its own")
     if ok:
         return Verdict("worked", f"here it set up {result}")
     if gpus == 0:
@@ -39,3 +64,50 @@ def split_group_here(groups: dict[str, float], error: str | None, release: str) 
     return Verdict("refused", f"Here PyTorch {release} refused it ({error}): before 2.15, "
                               "split_group needs a default group bound to a GPU "
                               "(device_id), and this one is gloo's, on the CPU.")
+
+
+def _refused(kind: str, names: list[str]) -> str:
+    if not names:
+        return f"no {kind}"
+    return f"the {kind}{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+# every dtype and operation the worker tries, for an example where one column refused all
+ALL_DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8",
+              "bool", "complex64", "float8_e4m3fn"]
+ALL_OPERATIONS = ["send/recv", "broadcast", "all_reduce", "reduce", "all_gather",
+                  "gather", "scatter", "reduce_scatter", "all_to_all", "barrier"]
+
+
+@verdict(
+    nothing=dict(columns=[("gloo", "cpu", [], [])], dtypes=10, operations=10),
+    some=dict(columns=[("gloo", "cpu", ["float8_e4m3fn"], [])], dtypes=10, operations=10),
+    all_of_one=dict(columns=[
+        ("gloo", "cpu", ["float8_e4m3fn"], []),
+        ("gloo", "cuda", ["bool", "float8_e4m3fn"], ["send/recv", "gather"]),
+        ("nccl", "cpu", ALL_DTYPES, ALL_OPERATIONS),
+        ("nccl", "cuda", [], []),
+    ], dtypes=10, operations=10),
+)
+def refused_here(columns: list[tuple[str, str, list[str], list[str]]], dtypes: int,
+                 operations: int) -> Verdict:
+    """What each backend refused on each device type it was tried on: ``columns`` holds
+    (backend, device type, the dtypes whose ``all_reduce`` failed, the operations that
+    failed), each name once; ``dtypes`` and ``operations`` are how many were tried."""
+    clauses, everything, anything = [], False, False
+    for backend, device, refused_dtypes, refused_operations in columns:
+        where = f"`{backend}` on {device.upper()} tensors"
+        if len(refused_dtypes) == dtypes and len(refused_operations) == operations:
+            clauses.append(f"{where} refused every operation and every dtype")
+            everything = anything = True
+        elif refused_dtypes or refused_operations:
+            clauses.append(f"{where} refused {_refused('dtype', refused_dtypes)} and "
+                           f"{_refused('operation', refused_operations)}")
+            anything = True
+        else:
+            clauses.append(f"{where} took every operation and every dtype")
+    said = "; ".join(clauses)
+    if not anything:
+        return Verdict("nothing", f"Nothing was refused here: {said}.")
+    return Verdict("all_of_one" if everything else "some",
+                   f"What was refused here: {said}.")
