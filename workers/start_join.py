@@ -269,10 +269,9 @@ def demo_first_failure(ctx, args, events: Events) -> int:
             running.remove(child)
             if child.exitcode != 0:
                 others = [children.index(c) for c in running]
-                say_main(f"child {children.index(child)} exited with code {child.exitcode} "
-                         f"{time.time() - began:.2f} s after the last start(); still running: "
-                         f"{others}, "
-                         "stopped now")
+                say_main(f"child {children.index(child)} exited with code "
+                         f"{child.exitcode} {time.time() - began:.2f} s after the last "
+                         f"start(); still running: {others}, stopped now")
                 for other in running:
                     other.terminate()
                     other.join(timeout=args.timeout)
@@ -288,10 +287,11 @@ def command_line() -> Parser:
     join = demos.add_parser("join", help="start children, then join each of them")
     no_join = demos.add_parser("no-join", help="start children and never join them")
     daemon = demos.add_parser("daemon", help="daemon children, stopped as the parent exits")
-    exit_codes = demos.add_parser("exit-codes", help="the ways a child ends, and their codes")
+    exit_codes = demos.add_parser("exit-codes",
+                                  help="the ways a child ends, and their codes")
     fail = demos.add_parser("fail", help="a child raises; the parent notices and fails")
-    first = demos.add_parser("first-failure",
-                             help="wait on every child at once; the first failure stops all")
+    first = demos.add_parser(
+        "first-failure", help="wait on every child at once; the first failure stops all")
     cpu = demos.add_parser("threads-or-processes",
                            help="CPU-bound Python in threads, then in processes")
     orphans = demos.add_parser("orphans", help="two children that sleep for --timeout")
