@@ -231,7 +231,7 @@ def refusing_py_spy(tmp_path: Path) -> str:
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
                     reason="needs root, to run py-spy as another user")
-def test_a_refused_ptrace_leaves_the_recorders_or_one_line(tmp_path, monkeypatch, capsys):
+def test_a_refused_ptrace_leaves_the_recorders_or_one_line(tmp_path, monkeypatch):
     """The real py-spy, run as nobody against root's jobs: the kernel refuses it. The book's
     ranks serve their recorders, which the diagnosis reads alone; the plain program serves
     none, and the diagnosis says in one line what to do."""
@@ -243,18 +243,17 @@ def test_a_refused_ptrace_leaves_the_recorders_or_one_line(tmp_path, monkeypatch
                  "--timeout", "60"])
     try:
         wait_for_line(job, "From a second terminal")
-        read = cli_in_process("workers.hangs", "diagnose", str(job.pid), capsys=capsys)
+        read = diagnose_from_outside(job.pid)
         assert read.returncode == 0, read
         assert "py-spy was refused (ptrace): the diagnosis reads the flight recorders " \
-               "alone" in read.out
-        assert "verdict: rank 1 is out of step" in read.out, read.out
+               "alone" in read.stdout
+        assert "verdict: rank 1 is out of step" in read.stdout, read.stdout
     finally:
         stop(job)
     program = start([sys.executable, "programs/hang.py"], MASTER_PORT=str(free_port()))
     try:
         wait_for_line(program, "[rank 1] pid")
-        refused = cli_in_process("workers.hangs", "diagnose", str(program.pid),
-                                 "--timeout", "3", capsys=capsys)
+        refused = diagnose_from_outside(program.pid, "--timeout", "3")
         assert_one_line_error(refused, "ptrace", "kernel.yama.ptrace_scope", "sudo",
                               "descendants", "at 3 nothing helps")
     finally:
