@@ -20,13 +20,15 @@ def fp16_average_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[to
     it and writes that value into the parameters' ``.grad``.
 
     How: cast the buffer to float16 (2 bytes a value instead of 4; not bfloat16, which is
-    as small with fewer digits), all-reduce it asynchronously, ``dist.all_reduce(...,
-    async_op=True)``, which returns a Work, and chain the rest on the Work's future
-    (``work.get_future().then(...)``): divide by the world size, cast back to the
-    buffer's dtype. Do not wait inside the hook (no ``work.wait()``, ``future.wait()``,
-    nor ``work.is_completed()`` in a loop; inside a ``then`` callback the future is done,
-    and reading it is fine): backward goes on with the next buckets while this one
-    travels. Write the hook yourself: not PyTorch's ``fp16_compress_hook``.
+    as small with fewer digits) and divide it by the world size before you send it: a sum
+    over the ranks in float16 can overflow its largest value, 65504, where the mean would
+    not (PyTorch's own ``fp16_compress_hook`` divides first). All-reduce it
+    asynchronously, ``dist.all_reduce(..., async_op=True)``, which returns a Work, and
+    chain the rest on the Work's future (``work.get_future().then(...)``): cast the result
+    back to the buffer's dtype. Do not wait inside the hook (no ``work.wait()``,
+    ``future.wait()``, nor ``work.is_completed()`` in a loop; inside a ``then`` callback
+    the future is done, and reading it is fine): backward goes on with the next buckets
+    while this one travels. Write the hook yourself: not PyTorch's ``fp16_compress_hook``.
 
     May call: dist.get_world_size(), dist.all_reduce with async_op=True, Work.get_future(),
     Future.then, Future.value(), and torch tensor operations.

@@ -19,14 +19,16 @@ def main(rank: int, world_size: int) -> None:
     generator = torch.Generator().manual_seed(rank)  # each rank its own data
     for step in range(3):
         *first, last = [torch.randn(8, 32, generator=generator) for _ in range(4)]
+        losses = []  # each micro-batch's loss / 4: their sum is the step's mean loss
         for x in first:
             with model.no_sync():  # forward inside too, or DDP still all-reduces
-                (model(x).pow(2).mean() / 4).backward()  # gradients add up locally
-        loss = model(last).pow(2).mean() / 4
-        loss.backward()  # all-reduces everything accumulated since the last step
+                losses.append(model(x).pow(2).mean() / 4)
+                losses[-1].backward()  # gradients add up locally
+        losses.append(model(last).pow(2).mean() / 4)
+        losses[-1].backward()  # all-reduces everything accumulated since the last step
         optimizer.step()
         optimizer.zero_grad()
-        print(f"[rank {rank}] step {step}: loss {loss.item():.4f}", flush=True)
+        print(f"[rank {rank}] step {step}: loss {sum(losses).item():.4f}", flush=True)
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
     everyone = [torch.empty_like(weights) for _ in range(world_size)]
     dist.all_gather(everyone, weights)

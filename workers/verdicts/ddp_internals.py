@@ -109,7 +109,8 @@ def overlap_result(blocking: Sequence[float], overlapped: Sequence[float]) -> Ve
         return Verdict("lower", "overlapped steps were all faster than blocking ones")
     if where == "higher":
         return Verdict("higher", "overlapped steps were all slower than blocking ones")
-    return Verdict("inside", f"blocking and overlapped steps overlap, {NOISE}")
+    return Verdict("inside", f"the time ranges of blocking and overlapped steps overlap, "
+                             f"{NOISE}")
 
 
 @verdict(
@@ -164,9 +165,9 @@ def overlap_on_gpus(gpus: int, blocking: Sequence[float] = (),
         return Verdict("higher", f"{said} overlapped steps with the large messages were "
                                  f"all slower than blocking ones: large buckets did not "
                                  f"overlap there.")
-    return Verdict("inside", f"{said} blocking and overlapped steps with the large "
-                             f"messages overlap, {NOISE}: that run does not show large "
-                             f"buckets overlapping.")
+    return Verdict("inside", f"{said} the time ranges of blocking and overlapped steps "
+                             f"with the large messages overlap, {NOISE}: that run does not "
+                             f"show large buckets overlapping.")
 
 
 @verdict(
@@ -185,15 +186,20 @@ def cores_for_copying(cores: int, ranks: int, small: Sequence[float],
     if cores <= ranks:
         all_cores = {1: "this build's one core", 2: "both of this build's cores"}.get(
             cores, f"all {cores} of this build's cores")
-        said = (f"With a compute thread each, the {ranks} ranks filled {all_cores}: gloo's "
-                "copying took time from computation")
-        ending = {"small": "; large messages, which copy more, hid less.",
-                  "large": ", yet large messages hid more.", "inside": "."}[hid]
+        said = (f"With a compute thread each, the {ranks} ranks filled {all_cores}, so "
+                "gloo's copying had to share a core with computation (how much that slowed "
+                "the computation, this run does not measure)")
+        ending = {"small": ": large messages, which copy more, hid less, as that predicts.",
+                  "large": ", yet large messages hid more: the prediction that they hide "
+                           "less did not hold here.",
+                  "inside": ", yet the two sizes hid alike: the prediction that large "
+                            "messages hide less did not hold here."}[hid]
         return Verdict(f"full_{hid}", said + ending)
     said = (f"With a compute thread each, the {ranks} ranks left {cores - ranks} of this "
             f"build's {cores} cores to gloo's copying")
     ending = {"small": "; small messages, which mostly wait, still hid more.",
-              "large": ", and large messages hid more.", "inside": "."}[hid]
+              "large": ", and large messages hid more.",
+              "inside": ", and the two sizes hid alike."}[hid]
     return Verdict(f"free_{hid}", said + ending)
 
 
@@ -208,21 +214,45 @@ def powersgd(default_accuracy: float, ranks: Sequence[int],
     behind the default hook, after the same training."""
     behind = [r for r, a in zip(ranks, accuracies) if a < default_accuracy - 0.02]
     if ranks and behind == list(ranks):
-        return Verdict("all_behind", "every rank tried ended more than 2 points behind the "
-                                     "default after one epoch: it learns more slowly per "
-                                     "step, which the bytes saved must pay for")
+        return Verdict("all_behind", "every approximation rank tried ended more than 2 "
+                                     "points behind the default after one epoch: it learns "
+                                     "more slowly per step, which the bytes saved must pay "
+                                     "for")
     if behind:
         rest = [r for r in ranks if r not in behind]
         return Verdict("some_behind", f"PowerSGD with {listed(behind)} ended more than 2 "
                                       "points behind the default after one epoch, with "
                                       f"{listed(rest)} it did not")
-    return Verdict("none_behind", "no rank tried ended more than 2 points behind the "
-                                  "default after one epoch")
+    return Verdict("none_behind", "no approximation rank tried ended more than 2 "
+                                  "points behind the default after one epoch")
 
 
 def listed(ranks: Sequence[int]) -> str:
-    """``rank 1`` or ``ranks 1 and 4``."""
+    """``approximation rank 1`` or ``approximation ranks 1 and 4`` (PowerSGD's
+    ``matrix_approximation_rank``, not a process's rank)."""
     names = [str(r) for r in ranks]
     if len(names) == 1:
-        return f"rank {names[0]}"
-    return f"ranks {', '.join(names[:-1])} and {names[-1]}"
+        return f"approximation rank {names[0]}"
+    return f"approximation ranks {', '.join(names[:-1])} and {names[-1]}"
+
+
+@verdict(
+    some=dict(differed=6, steps=48),
+    one=dict(differed=1, steps=48),
+    none=dict(differed=0, steps=48),
+    no_steps=dict(differed=0, steps=0),
+)
+def completion_order(differed: int, steps: int) -> Verdict:
+    """In how many of the recorded steps with several buckets (each cap, step and rank) the
+    all-reduces finished in another order than DDP handed the buckets over."""
+    if steps == 0:
+        return Verdict("no_steps", "No step of this run had more than one bucket, so there "
+                                   "was no order to compare")
+    if differed == 0:
+        return Verdict("none", f"In all {steps} recorded steps with several buckets (each "
+                               "cap, step and rank), the all-reduces finished in the order "
+                               "DDP handed the buckets over")
+    said = "one" if differed == 1 else f"{differed}"
+    return Verdict("one" if differed == 1 else "some",
+                   f"In {said} of the {steps} recorded steps with several buckets (each "
+                   "cap, step and rank), a bucket handed over later finished first")
