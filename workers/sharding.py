@@ -167,13 +167,10 @@ class Strategy:
 
 class Replicated(Strategy):
     def __init__(self, model: nn.Module, device, lr: float):
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-        # gradients as views into DDP's buckets: DDP keeps no second copy of them
+        # gradients as views into DDP's buckets: DDP keeps no second copy of them; its C++
+        # reducer's all-reduces pass through the dispatcher (c10d::allreduce_), where the
+        # counting sees them
         self.model = wrap(model, device, gradient_as_bucket_view=True)
-        # the averaging DDP does in C++, done by its shipped Python hook, which the
-        # counting sees
-        self.model.register_comm_hook(None, default_hooks.allreduce_hook)
         self.parameters = list(model.parameters())
         self.optimizer = self.build_optimizer(lr)
 

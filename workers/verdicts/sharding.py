@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, meet_as_shown, order, ratio, verdict
 
 
 def _value(x: float) -> str:
@@ -108,7 +108,9 @@ def padded_float32(drift: float, tipped_runs: int, runs: int, strategy: str | No
 
 @verdict(
     lower=dict(default_ms=[40.0, 42.0, 45.0], kept_ms=[50.0, 52.0, 55.0]),
+    lower_just=dict(default_ms=[40.0, 42.0, 49.8], kept_ms=[50.1, 52.0, 55.0]),
     higher=dict(default_ms=[60.0, 62.0, 65.0], kept_ms=[50.0, 52.0, 55.0]),
+    higher_just=dict(default_ms=[55.4, 62.0, 65.0], kept_ms=[50.0, 52.0, 55.3]),
     inside=dict(default_ms=[50.0, 58.0, 61.0], kept_ms=[49.0, 55.0, 60.0]),
 )
 def reshard_timing(default_ms: Sequence[float], kept_ms: Sequence[float]) -> Verdict:
@@ -117,6 +119,14 @@ def reshard_timing(default_ms: Sequence[float], kept_ms: Sequence[float]) -> Ver
     steps. Plain text: a glued sentence shows no Markdown."""
     where = order(default_ms, kept_ms)
     default, kept = statistics.median(default_ms), statistics.median(kept_ms)
+    if where != "inside" and meet_as_shown(default_ms, kept_ms, lambda ms: f"{ms:.0f}"):
+        faster, slower = ((default_ms, kept_ms) if where == "lower"
+                          else (kept_ms, default_ms))
+        name = "the default" if where == "lower" else "keeping"
+        return Verdict(f"{where}_just", f"{name} was faster in every step, but only just: "
+                                        f"the ranges meet at whole ms (its slowest step "
+                                        f"{max(faster):.1f} ms, the other's fastest "
+                                        f"{min(slower):.1f} ms), too close to say more")
     if where == "lower":
         return Verdict("lower", f"the default was faster in every step (keeping took "
                                 f"{ratio(kept, default)} as long): keeping the parameters "
