@@ -31,6 +31,8 @@ def test_every_outcome_renders_a_well_formed_sentence(name, outcome):
     assert text.strip() == text and len(text) > 10, text
     assert not re.search(r"[{}]|\bnan\b|\binf\b|None|  |\.\.(?!\.)", text), text
     assert text.count("(") == text.count(")"), text
+    same_twice = r"(?<![\d.,])(\d[\d,.]*\d|\d) to \1(?![\d,]|\.\d)"  # "1.17 to 1.17"
+    assert not re.search(same_twice, text), text
 
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
@@ -93,3 +95,24 @@ def test_the_default_thread_count_names_who_set_it():
     assert str(thread_default(8, {"OMP_NUM_THREADS": "8"})) == (
         "the 8 threads that OMP_NUM_THREADS=8 in this build's environment sets")
     assert "PyTorch" not in str(thread_default(1, {"MKL_NUM_THREADS": "1"}))
+
+
+def test_ranges_that_meet_as_printed_are_told_apart_only_just():
+    # apart by order(), yet the page prints them touching: 0.3412 and 0.3414 both read 0.34
+    from workers.verdicts import meet_as_shown
+    from workers.verdicts.pipelines import against_gpipe, bubble_shrinks
+    from workers.verdicts.sharding import reshard_timing
+
+    two = lambda v: f"{v:.2f}"  # noqa: E731
+    assert order([0.28, 0.3412], [0.3414, 0.37]) == "lower"
+    assert meet_as_shown([0.28, 0.3412], [0.3414, 0.37], two)
+    assert not meet_as_shown([0.28, 0.33], [0.3414, 0.37], two)
+    touching = [against_gpipe([0.28, 0.33, 0.3412], [0.3414, 0.37, 0.37]),
+                against_gpipe([0.3414, 0.37], [0.28, 0.3412]),
+                bubble_shrinks(1, 8, [0.5514, 0.6], [0.38, 0.5512]),
+                reshard_timing([40.0, 49.8], [50.1, 55.0]),
+                reshard_timing([55.4, 60.0], [50.0, 55.3])]
+    assert all("only just" in str(v) for v in touching), touching
+    apart = [against_gpipe([0.28, 0.30], [0.34, 0.37]), bubble_shrinks(1, 8, [0.55], [0.40]),
+             reshard_timing([40.0, 45.0], [50.0, 55.0])]
+    assert not any("just" in str(v) for v in apart), apart

@@ -16,6 +16,7 @@ and records every forward and backward the schedule ran. Both check every stage'
 gradients against one process that runs the whole model on the whole batch.
 """
 
+import statistics
 import threading
 import time
 import weakref
@@ -158,6 +159,20 @@ class TimedStage(nn.Module):
             previous_end = end
 
 
+def measured_bubble(timed: TimedStage, device) -> float:
+    """The step's bubble as the page measures it: the share of the step (first forward to
+    last backward, over all ranks) that a rank was not computing, averaged over the ranks.
+    Collectives outside the timed step; every rank gets the same number."""
+    start = torch.tensor(min(s[2] for s in timed.spans), dtype=torch.float64, device=device)
+    end = torch.tensor(max(s[3] for s in timed.spans), dtype=torch.float64, device=device)
+    dist.all_reduce(start, op=dist.ReduceOp.MIN)
+    dist.all_reduce(end, op=dist.ReduceOp.MAX)
+    busy = sum(end_ - start_ for _, _, start_, end_ in timed.spans)
+    idle = torch.tensor(1 - busy / (end - start).item(), dtype=torch.float64, device=device)
+    dist.all_reduce(idle)
+    return idle.item() / dist.get_world_size()
+
+
 def gpipe(rank: int, args, device, events: Events) -> None:
     """GPipe by hand for each number of micro-batches, ``--repeats`` times each."""
     world_size = dist.get_world_size()
@@ -168,6 +183,7 @@ def gpipe(rank: int, args, device, events: Events) -> None:
     for micro_batches in args.micro_batches:
         args.micro_batches_now = micro_batches
         inputs, targets = (tensor.to(device) for tensor in batch(args))
+        bubbles = []
         for repeat in range(args.repeats):
             stage.zero_grad()
             timed = TimedStage(stage)
@@ -176,12 +192,19 @@ def gpipe(rank: int, args, device, events: Events) -> None:
             gpipe_step(timed, inputs, targets, micro_batches)
             timed.record(events, rank, began, {"micro_batches": micro_batches,
                                                "repeat": repeat})
+            bubbles.append(measured_bubble(timed, device))
         ours = [p.grad.clone() for p in stage.parameters()]
         expected = reference_gradients(model, inputs, targets)[2 * mine.start:2 * mine.stop]
         difference = max((a - b).abs().max().item() for a, b in zip(ours, expected))
         events.emit(rank, "checked", micro_batches=micro_batches, difference=difference)
         say(rank, f"layers {mine.start}-{mine.stop - 1}, {micro_batches} micro-batches x "
                   f"{args.repeats}: largest difference from one process {difference:.1e}")
+        if rank == 0:
+            formula = (world_size - 1) / (micro_batches + world_size - 1)
+            median = statistics.median(bubbles)
+            say(rank, f"{micro_batches} micro-batches: bubble {median:.2f} (median of "
+                      f"{len(bubbles)}; min {min(bubbles):.2f}, max {max(bubbles):.2f}), "
+                      f"formula (S - 1)/(M + S - 1) = {formula:.2f}")
 
 
 # --- torch.distributed.pipelining --------------------------------------------------------
@@ -217,12 +240,16 @@ def build_schedule(name: str, model: nn.Sequential, args, device, stage_class=No
     return stages, schedule(stages, n_microbatches=args.micro_batches_now, loss_fn=loss_fn)
 
 
-def train_step(schedule, stages, inputs, targets) -> None:
+def train_step(schedule, stages, inputs, targets) -> list[torch.Tensor]:
     """One step: the first stage feeds the inputs, the last gets the targets; every rank
-    calls step(), which runs this rank's part of the schedule."""
+    calls step(), which runs this rank's part of the schedule. The rank of the last stage
+    gets each micro-batch's loss back in ``losses``; the others get an empty list."""
     first = any(stage.is_first for stage in stages)
     last = any(stage.is_last for stage in stages)
-    schedule.step(*([inputs] if first else []), target=targets if last else None)
+    losses = []
+    schedule.step(*([inputs] if first else []), target=targets if last else None,
+                  losses=losses if last else None)
+    return losses
 
 
 def recorded_stage_class(rank: int, events: Events, fields: dict):
@@ -314,6 +341,8 @@ def schedules(rank: int, args, device, events: Events) -> None:
     torch.manual_seed(0)
     model = tower(args.width, args.layers).to(device)
     expected = dict(zip(model.parameters(), reference_gradients(model, inputs, targets)))
+    with torch.no_grad():
+        whole_loss = loss_fn(model(inputs), targets).item()  # one process, the whole batch
     for name in args.schedules:
         fields = {"schedule": name}  # the recorded stages add these to every event
         stage_class = recorded_stage_class(rank, events, fields)
@@ -325,7 +354,10 @@ def schedules(rank: int, args, device, events: Events) -> None:
             dist.barrier()
             meter.start()
             with meter.hooks, events.span(rank, "step", **fields):
-                train_step(schedule, stages, inputs, targets)
+                losses = train_step(schedule, stages, inputs, targets)
+            if losses:  # the last stage's rank: the step's loss, the micro-batches' mean
+                events.emit(rank, "loss", micro_batches=len(losses), whole_batch=whole_loss,
+                            mean=torch.stack(losses).mean().item(), **fields)
             events.emit(rank, "saved tensors", saved=meter.total, most=meter.most,
                         **fields)
         held = [p for stage in stages for p in stage.submod.parameters()]

@@ -90,6 +90,15 @@ def order(a: Sequence[float], b: Sequence[float]) -> str:
     return "inside"
 
 
+def meet_as_shown(a: Sequence[float], b: Sequence[float],
+                  shown: Callable[[float], str]) -> bool:
+    """True when the two ranges meet as the page prints them: the largest of one and the
+    smallest of the other, through ``shown`` (the page's rounding), read the same, in
+    either order. ``order`` may still find them apart; the sentence must then say "just",
+    or a reader sees a gap claimed that the printed ranges do not show."""
+    return shown(max(a)) == shown(min(b)) or shown(max(b)) == shown(min(a))
+
+
 def beyond(difference: float, spread_: float) -> bool:
     """True when a difference between two medians is larger than the repeats' spread."""
     return abs(difference) > spread_

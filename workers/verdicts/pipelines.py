@@ -7,17 +7,30 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, order, verdict
+from workers.verdicts import NOISE, Verdict, meet_as_shown, order, verdict
+
+
+def shown(value: float) -> str:
+    """A bubble as the page prints it: two decimals."""
+    return f"{value:.2f}"
 
 
 def median_range(values: Sequence[float]) -> str:
     """``"0.33 (0.30-0.35)"``: the median of the repeats and their range, as the tables
     say."""
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+    return f"{shown(statistics.median(values))} ({shown(min(values))}-{shown(max(values))})"
+
+
+def just(lower: Sequence[float], upper: Sequence[float]) -> str:
+    """What a reader needs when two ranges are apart but meet at two decimals."""
+    return (f"only just: the printed ranges meet at two decimals (the largest below, "
+            f"{max(lower):.4f}, against the smallest above, {min(upper):.4f})")
 
 
 @verdict(
     shrank=dict(fewest=1, most=8, at_fewest=[0.55, 0.57, 0.60], at_most=[0.38, 0.40, 0.43]),
+    shrank_just=dict(fewest=1, most=8, at_fewest=[0.553, 0.57, 0.60],
+                     at_most=[0.38, 0.40, 0.551]),
     inside=dict(fewest=1, most=8, at_fewest=[0.52, 0.55, 0.61], at_most=[0.50, 0.56, 0.58]),
     grew=dict(fewest=1, most=8, at_fewest=[0.51, 0.52, 0.53], at_most=[0.60, 0.64, 0.66]),
 )
@@ -27,6 +40,9 @@ def bubble_shrinks(fewest: int, most: int, at_fewest: Sequence[float],
     of each (fractions of the step)."""
     where = order(at_most, at_fewest)
     with_most = f"With {most} micro-batches, at {median_range(at_most)}, the bubble"
+    if where == "lower" and meet_as_shown(at_most, at_fewest, shown):
+        return Verdict("shrank_just", f"{with_most} shrank beyond the run-to-run spread, "
+                                      f"as the formula says, {just(at_most, at_fewest)}")
     if where == "lower":
         return Verdict("shrank", f"{with_most} shrank beyond the run-to-run spread, as the "
                                  "formula says")
@@ -74,14 +90,53 @@ def bubble_floor(counts: Sequence[int], medians: Sequence[float],
 
 @verdict(
     smaller=dict(ours=[0.10, 0.12, 0.13], gpipe=[0.20, 0.22, 0.25]),
+    smaller_just=dict(ours=[0.28, 0.33, 0.3412], gpipe=[0.3414, 0.37, 0.37]),
     larger=dict(ours=[0.30, 0.32, 0.35], gpipe=[0.20, 0.22, 0.25]),
+    larger_just=dict(ours=[0.2502, 0.32, 0.35], gpipe=[0.20, 0.22, 0.2498]),
     inside=dict(ours=[0.19, 0.23, 0.26], gpipe=[0.20, 0.22, 0.25]),
 )
 def against_gpipe(ours: Sequence[float], gpipe: Sequence[float]) -> Verdict:
     """A schedule's measured bubble against GPipe's, every repeat of each."""
     where = order(ours, gpipe)
+    close = meet_as_shown(ours, gpipe, shown)
+    if where == "lower" and close:
+        return Verdict("smaller_just", f"smaller than GPipe's, beyond the run-to-run "
+                                       f"spread but {just(ours, gpipe)}")
     if where == "lower":
         return Verdict("smaller", "smaller than GPipe's, beyond the run-to-run spread")
+    if where == "higher" and close:
+        return Verdict("larger_just", f"larger than GPipe's, beyond the run-to-run spread "
+                                      f"but {just(gpipe, ours)}")
     if where == "higher":
         return Verdict("larger", "larger than GPipe's, beyond the run-to-run spread")
     return Verdict("inside", f"within GPipe's range, {NOISE}")
+
+
+@verdict(
+    every=dict(counts=[1, 2, 4, 8], formulas=[1 / 2, 1 / 3, 1 / 5, 1 / 9],
+               measured=[[0.55, 0.56, 0.6], [0.40, 0.42, 0.44], [0.30, 0.31, 0.33],
+                         [0.20, 0.22, 0.25]]),
+    not_every=dict(counts=[1, 2, 4, 8], formulas=[1 / 2, 1 / 3, 1 / 5, 1 / 9],
+                   measured=[[0.53, 0.55, 0.62], [0.45, 0.54, 0.55], [0.53, 0.54, 0.57],
+                             [0.27, 0.33, 0.35]]),
+    none=dict(counts=[1, 2, 4], formulas=[1 / 2, 1 / 3, 1 / 5],
+              measured=[[0.50, 0.52, 0.55], [0.49, 0.53, 0.56], [0.51, 0.56, 0.58]]),
+)
+def bubble_each(counts: Sequence[int], formulas: Sequence[float],
+                measured: Sequence[Sequence[float]]) -> Verdict:
+    """Each number of micro-batches after the fewest against the fewest: whether all its
+    repeats measured a smaller bubble than every repeat with the fewest, as the formula
+    (``formulas``, in the order of ``counts``) says each should."""
+    rest = list(zip(counts[1:], formulas[1:], measured[1:]))
+    missed = [(m, f) for m, f, values in rest if order(values, measured[0]) != "lower"]
+    if not missed:
+        return Verdict("every", f"Each larger number of micro-batches measured a smaller "
+                                f"bubble than {counts[0]}, beyond the run-to-run spread")
+    text = (f"with {listed([str(m) for m, _ in missed])} micro-batches the bubble did not "
+            f"fall below {counts[0]}'s beyond the spread, though the formula gives "
+            f"{listed([shown(f) for _, f in missed])} against {shown(formulas[0])}: it "
+            "counts only the schedule's slots, and leaves out the messages and the unequal "
+            "times of the same work that the next paragraph shows")
+    if len(missed) < len(rest):
+        return Verdict("not_every", "Not every step showed it: " + text)
+    return Verdict("none", "No step showed it: " + text)
