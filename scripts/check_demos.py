@@ -152,7 +152,7 @@ DEMOS = [
     workers_demo("init_methods", "arrival", "--world-size", "2", "--repeats", "1"),
     workers_demo("init_methods", "no-backend", "--world-size", "2"),
     workers_demo("collectives", "p2p", "--world-size", "3"),
-    workers_demo("collectives", "tutorial", "--world-size", "4"),
+    workers_demo("collectives", "ones", "--world-size", "4"),
     workers_demo("collectives", "collectives", "--world-size", "3", "--roots", "0", "2"),
     workers_demo("collectives", "collectives", "--world-size", "1", "--backend", "nccl",
                  gpus=1),
@@ -255,7 +255,8 @@ DEMOS = [
     torchft_demo("by-hand", "--steps", "500", "--kill-at-step", "200", "--timeout", "150",
                  timeout=180),  # beside the tests, in CI, it took 72 s: over its default 60
     torchft_demo("compare", "--steps", "60", "--kill-at-step", "25", "--checkpoint-every",
-                 "10", "--rejoin-after", "10", timeout=180),
+                 "10", "--rejoin-after", "10", "--timeout", "150",
+                 timeout=400),  # under load, torchrun's restart outlived the 90 s default
     Demo("fault_tolerance", TORCHRUN[0],
          (*TORCHRUN[1:], "--max-restarts", "1", "-m", "workers.fault_tolerance", "elastic",
           "--steps", "40", "--kill-at-step", "15", "--checkpoint-every", "10",

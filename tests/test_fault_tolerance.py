@@ -58,20 +58,24 @@ def run_alone(tmp_path, *args: str, timeout: float = 240) -> tuple[int, list[dic
 def assert_went_on_and_came_back(events: list[dict], job: str, groups: int,
                                  steps: int = 100) -> None:
     """The others committed steps without the killed group, which healed from one of them
-    with the same bits and finished with the same weights as every other group."""
+    (as often as it fell behind) with the same bits, and every group finished at the same
+    step, ``steps`` or past it, with the same weights."""
     mine = ft.of_job(events, job)
     [killed] = [e for e in mine if e["event"] == "killed"]
     alone = [e for e in mine if e["event"].startswith("step, quorum of")
              and e["rank"] != killed["rank"] and e["participants"] == groups - 1]
     assert alone and min(e["t"] for e in alone) >= killed["t"] - 1, "nobody went on"
-    healed = ft.healing(events, job)
-    assert healed["rank"] == killed["rank"] and healed["sender"] != killed["rank"]
-    assert healed["digest"] == healed["sent_digest"] == healed["loaded_digest"]
-    assert healed["step"] > killed["step"]
+    heals = ft.heals(events, job)
+    assert heals, "the killed group never healed"
+    for heal in heals:
+        assert heal["rank"] == killed["rank"] and heal["sender"] != killed["rank"]
+        assert heal["digest"] == heal["sent_digest"] == heal["loaded_digest"]
+        assert heal["step"] > killed["step"]
     finished = [e for e in mine if e["event"] == "finished"]
     assert sorted(e["rank"] for e in finished) == list(range(groups))
     assert len({e["digest"] for e in finished}) == 1, finished
-    assert {e["step"] for e in finished} == {steps}
+    [final] = {e["step"] for e in finished}
+    assert final >= steps
 
 
 def test_a_killed_group_comes_back_with_the_same_weights_and_nothing_listens_beyond_loopback(
@@ -89,7 +93,7 @@ def test_a_killed_group_comes_back_with_the_same_weights_and_nothing_listens_bey
 @pytest.mark.parametrize("groups", [2, 3])
 def test_a_group_killed_ten_times_over(tmp_path, groups):
     _, events, left = run_alone(tmp_path, "torchft", "--groups", str(groups), *SMALL,
-                                "--repeats", "10", timeout=600)
+                                "--repeats", "10", "--timeout", "240", timeout=600)
     assert not left, left
     for repeat in range(1, 11):
         assert_went_on_and_came_back(events, f"torchft {repeat}", groups)
@@ -98,8 +102,9 @@ def test_a_group_killed_ten_times_over(tmp_path, groups):
 def test_healing_without_the_optimizer_state_is_caught():
     result = quiet_run("workers.fault_tolerance", "torchft", "--heal-model-only", *SMALL,
                        expect_returncode=1, expect_output="final weights differ")
-    [healed] = result.events_named("healed")
-    assert healed["momentum_buffers"] == 0 and healed["model_tensors"] == 4
+    healed = result.events_named("healed")
+    assert healed and all(e["momentum_buffers"] == 0 and e["model_tensors"] == 4
+                          for e in healed)
 
 
 @pytest.mark.slow
@@ -110,9 +115,16 @@ def test_the_plain_program_killed_by_hand_and_started_again_heals(tmp_path):
     assert not left, left
     printed = [e for e in events if e["event"] == "printed"]
     [killed] = [e for e in events if e["event"] == "killed"]
-    again = [e["step"] for e in printed if e["rank"] == 1 and e["incarnation"] == 1]
-    assert again and again[0] > killed["step"], "group 1 did not heal when it came back"
-    assert any(e["rank"] == 0 and e["participants"] == 1 for e in printed)
+    again = [e for e in printed if e["rank"] == 1 and e["incarnation"] == 1]
+    group_0 = [e for e in printed if e["rank"] == 0]
+    assert again, "group 1, started again, printed nothing"
+    # the plain program stops at its step count: group 1 heals if group 0 is still there
+    # when it asks for its first quorum (it cannot form one alone while group 0 lives), and
+    # trains alone from step 0 if group 0 had finished first, as on a slow machine
+    if again[0]["step"] <= killed["step"]:
+        assert group_0[-1]["step"] == 1500 and group_0[-1]["t"] < again[0]["t"], (
+            "group 1 did not heal, though group 0 was still training")
+    assert any(e["participants"] == 1 for e in group_0)
     assert not listening.elsewhere(), listening.elsewhere()
 
 
@@ -187,3 +199,93 @@ def test_the_events_say_what_each_job_read_back(tmp_path):
     path.write_text(json.dumps({"rank": 0, "t": 2.0, "event": "b"}) + "\n"
                     + json.dumps({"rank": 1, "t": 1.0, "event": "a"}) + "\n\n")
     assert [e["event"] for e in ft.read_events(str(path))] == ["a", "b"]
+
+
+def test_a_step_under_way_when_the_kill_came_is_not_going_on(tmp_path):
+    """Rank 0's step 24 began before the kill and ended after it: the job went on with the
+    first step begun after the kill, and step 24, done before and again, was lost."""
+    def step(rank, number, began, ended, attempt):
+        return {"rank": rank, "t": began, "t_end": ended, "event": "step", "job": "torchrun",
+                "step": number, "attempt": attempt}
+
+    events = [step(0, 23, 9.0, 9.9, 0), step(0, 24, 9.9, 10.01, 0),
+              {"rank": 1, "t": 10.0, "event": "killed", "job": "torchrun", "step": 25},
+              {"rank": 0, "t": 14.0, "event": "resumed", "job": "torchrun", "step": 20},
+              *[step(0, n, 14.0 + n - 20, 15.0 + n - 20, 1) for n in range(20, 27)]]
+    job = ft.recovery(events, "torchrun")
+    assert job["seconds_to_go_on"] == 5.0  # step 20 again, begun at 14.0, ended at 15.0
+    assert job["went_on_from"] == 20 and job["steps_lost"] == 2  # 23 and 24, both begun before
+    assert job["seconds_past_kill_step"] == 10.0  # step 25 again, ended at 20.0
+
+
+def test_a_group_that_heals_twice_is_reported_not_a_crash():
+    def event(rank, t, name, step, **fields):
+        return {"rank": rank, "t": t, "event": name, "job": "torchft", "step": step,
+                **fields}
+
+    def committed(rank, t, step):
+        return event(rank, t, "step, quorum of 2", step, t_end=t + 0.1, committed=True,
+                     participants=2, step_after=step + 1)
+
+    state = {"digest": "d", "loaded_digest": "d", "bytes": 10}
+    events = [event(0, 1.0, "sent", 30, digest="d", bytes=10),
+              event(1, 1.1, "healed", 30, **state),
+              committed(1, 1.2, 31), committed(1, 1.3, 32),
+              event(0, 2.0, "sent", 40, digest="d", bytes=10),
+              event(1, 2.1, "healed", 40, **state),
+              *[committed(1, 2.2 + i / 10, 41 + i) for i in range(5)]]
+    heals = ft.heals(events)
+    assert [(h["step"], h["sender"], h["steps_after"]) for h in heals] == [
+        (30, 0, 2), (40, 0, 5)]
+
+
+def test_without_torchft_the_worker_says_so_in_one_line(monkeypatch, capsys):
+    import importlib.util
+
+    from helpers import cli_in_process as in_process
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "torchft" else real(name, *args))
+    missing = ft.torchft_missing(imported=False)
+    assert missing.startswith("torchft is not installed for this Python")
+    assert "x86_64 Linux only" in missing
+    completed = in_process("workers.fault_tolerance", "by-hand", capsys=capsys)
+    assert completed.returncode != 0
+    assert completed.stderr.strip().splitlines()[-1].endswith(missing.split(": ", 1)[1])
+
+
+def test_the_comparison_without_torchft_checks_only_the_torchrun_side(capfd):
+    def job(name, digest, killed=False):
+        steps = [{"rank": 0, "t": float(n), "t_end": n + 0.5, "event": "step", "job": name,
+                  "step": n, "attempt": int(killed and n >= 2)} for n in range(4)]
+        found = [{"rank": r, "t": 9.0, "event": "finished", "job": name, "digest": digest}
+                 for r in (0, 1)]
+        kill = [{"rank": 1, "t": 1.9, "event": "killed", "job": name, "step": 2}]
+        return steps + found + (kill if killed else [])
+
+    assert ft.report(job("ddp", "a") + job("torchrun", "a", killed=True), False) == 0
+    assert ft.report(job("ddp", "a") + job("torchrun", "b", killed=True), False) == 1
+    assert "torchrun's restarted job ended with other weights" in capfd.readouterr().out
+
+
+def test_gloo_listens_on_the_loopback_where_the_hostname_does_not_resolve(monkeypatch):
+    import socket
+
+    def unresolvable(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unresolvable)
+    assert ft.gloo_default_address() is None
+
+
+def test_gloo_takes_the_first_address_of_the_hostname_it_can_bind(monkeypatch):
+    import socket
+
+    # an address of no interface here (TEST-NET-1) cannot be bound; the loopback can
+    found = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 0)),
+             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 0))]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: found)
+    assert ft.gloo_default_address() == "127.0.0.1"
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: found[:1])
+    assert ft.gloo_default_address() is None

@@ -9,7 +9,8 @@ job from its last checkpoint.
     python -m workers.fault_tolerance by-hand
 
 ``torchft`` starts a lighthouse and N replica groups of one rank each; group 1 is killed
-(SIGKILL) in the middle of step --kill-at-step and started again at once. ``elastic`` is
+(SIGKILL) in the middle of step --kill-at-step, and a spare started beside it takes its
+place once the others have gone on --rejoin-after steps without it. ``elastic`` is
 the checkpoints chapter's loop on this chapter's model: DDP, a checkpoint every K steps,
 rank 1 killed in the middle of the same step. ``compare`` runs both on two ranks, and
 each without a failure, at the same data. ``by-hand`` does what a reader does in three
@@ -82,9 +83,12 @@ def torchft_missing(imported: bool = True) -> str | None:
         elif importlib.util.find_spec("torchft") is None:
             raise ImportError("No module named 'torchft'")
     except ImportError as error:
+        import platform
+
         version = ".".join(map(str, sys.version_info[:2]))
-        return (f"torchft is not installed for this Python ({version}): torchft 0.2.0 "
-                f"ships wheels for CPython 3.11 to 3.13 only ({error.msg})")
+        return (f"torchft is not installed for this Python ({version}, "
+                f"{platform.machine()}): torchft 0.2.0 ships wheels for CPython 3.11 to "
+                f"3.13 on x86_64 Linux only ({error.msg})")
     return None
 
 
@@ -181,18 +185,24 @@ def replica_group(group: int, lighthouse: str, store: dist.TCPStore, state_dict,
     )
 
 
-def train(manager, model, optimizer, group: int, steps: int, after_step) -> None:
-    """Train until the job has committed ``steps`` steps. A step that a group of the quorum
-    did not finish is not committed, and every group does it again with the same data."""
-    while manager.current_step() < steps:
+def train(manager, model, optimizer, group: int, groups: int, steps: int,
+          after_step) -> None:
+    """Train until every group holds ``steps`` committed steps. A step that a group of the
+    quorum did not finish is not committed, and every group does it again with the same
+    data. Each group votes on its own, so one can commit a step that a peer did not: the
+    job ends in a quorum that finds every group at the same step, ``steps`` or past it."""
+    while True:
         step = manager.current_step()
         inputs, labels = batch(step, group)
         optimizer.zero_grad()  # asks the lighthouse for this step's quorum, meanwhile
         loss = F.cross_entropy(model(inputs), labels)
         loss.backward()
+        # the same answer in every group of the quorum: the groups at its step, and the step
+        if manager.num_participants() == groups and manager.current_step() >= steps:
+            return
         for work in [manager.allreduce(p.grad) for p in model.parameters()]:
             work.wait()  # the mean over the quorum; a peer's failure is noted, not raised
-        optimizer.step()  # steps only if every group of the quorum got this far
+        optimizer.step()  # steps only if every rank of this group got this far
         after_step(step, loss.item())
 
 
@@ -292,11 +302,13 @@ class StepRecorder:
         self.began = now
 
 
-def group_process(group: int, args, lighthouse: str, start, progress, finals,
+def group_process(group: int, args, lighthouse: str, start, joined, progress, finals,
                   events_path: str | None, rejoining: bool, launcher: int) -> None:
     """One replica group of the torchft job, in a process of its own. ``start``: a barrier
-    that the first groups pass together, or for a group started again, the event that says
-    when to join (once the others have gone on without it)."""
+    that the first groups pass together, or for the spare that stands in for the killed
+    group, the event that says when to join (once the others have gone on without it).
+    ``joined``: set by the spare once its Manager is up; the others wait for it at that
+    step, so that it joins with steps left to train, however slow this machine is."""
     import logging
     import warnings
 
@@ -329,6 +341,8 @@ def group_process(group: int, args, lighthouse: str, start, progress, finals,
     manager = replica_group(group, lighthouse, store, state_dict, load_state_dict, timeout)
     state_dict.manager = load_state_dict.manager = manager
     optimizer = torchft.Optimizer(manager, inner)
+    if rejoining:
+        joined.set()
     if args.kill_at_step is not None and group == args.kill_group and not rejoining:
         # once this step's quorum includes it, so the others wait for it in the all-reduce
         kill_in_step(model, manager.current_step, args.kill_at_step, group, events, job,
@@ -355,8 +369,20 @@ def group_process(group: int, args, lighthouse: str, start, progress, finals,
             return "step not committed", fields
         return f"step, quorum of {participants}", fields
 
-    train(manager, model, optimizer, group, args.steps, StepRecorder(group, events, job,
-                                                                    describe))
+    recorder = StepRecorder(group, events, job, describe)
+    hold = (None if args.kill_at_step is None or group == args.kill_group
+            else args.kill_at_step + args.rejoin_after)
+
+    def after_step(step: int, loss: float) -> None:
+        recorder(step, loss)
+        if hold is not None and manager.current_step() >= hold and not joined.is_set():
+            began = time.time()  # not the training's time: left out of the steps' spans
+            joined.wait(args.timeout)
+            events.emit(group, "held", t=began, t_end=time.time(), job=job,
+                        step=manager.current_step())
+            recorder.began = time.time()
+
+    train(manager, model, optimizer, group, args.groups, args.steps, after_step)
     final = digest(state_dict.whole())
     events.emit(group, "finished", job=job, step=manager.current_step(), digest=final,
                 batches=manager.batches_committed())
@@ -399,7 +425,9 @@ def recorded_state_functions(functions, group, model, optimizer, events: Events,
 
 def run_torchft(args, events: Events, job_name: str, kill_at: int | None) -> int:
     """A lighthouse on 127.0.0.1 and ``--groups`` replica groups; the group that
-    ``kill_at`` kills is started again at once. 0 when every group finished."""
+    ``kill_at`` kills has a spare, started with the others, that takes its place once the
+    others have committed --rejoin-after steps without it. 0 when every group finished
+    with the same weights."""
     import multiprocessing
     import multiprocessing.connection
 
@@ -413,7 +441,8 @@ def run_torchft(args, events: Events, job_name: str, kill_at: int | None) -> int
     args.job_name, args.kill_at_step = job_name, kill_at
     context = multiprocessing.get_context("forkserver")
     start = context.Barrier(args.groups)
-    back = context.Event()  # when the killed group, started again at once, may join
+    back = context.Event()  # when the spare of the killed group may join
+    joined = context.Event()  # the spare's Manager is up: the others go on
     progress = context.Array("i", args.groups)  # each group's committed steps
     finals = context.SimpleQueue()  # each group's fingerprint of its final state
     deadline = time.time() + args.timeout
@@ -421,8 +450,8 @@ def run_torchft(args, events: Events, job_name: str, kill_at: int | None) -> int
     def launch(group: int, rejoining: bool):
         process = context.Process(
             target=group_process, name=f"group{group}",
-            args=(group, args, address, back if rejoining else start, progress, finals,
-                  events.path, rejoining, os.getpid()))
+            args=(group, args, address, back if rejoining else start, joined, progress,
+                  finals, events.path, rejoining, os.getpid()))
         process.start()
         return process
 
@@ -431,20 +460,29 @@ def run_torchft(args, events: Events, job_name: str, kill_at: int | None) -> int
              f"rank{dies}")
     groups = {group: launch(group, False) for group in range(args.groups)}
     victim, dead = args.kill_group, False
+    # started now, it has imported torch by the time it is let in: it stands in for a
+    # replacement that is ready, and joins at the step it is let in on any machine
+    spare = launch(victim, True) if kill_at else None
     others = [group for group in groups if group != victim]
     try:
-        while any(process.exitcode is None for process in groups.values()):
+        while any(process.exitcode is None for process in [*groups.values(), spare]
+                  if process is not None):
             if time.time() > deadline:
                 say_main(f"{job_name}: groups still running after {args.timeout:g} s: "
                          "stopping them all")
                 return 1
-            multiprocessing.connection.wait([p.sentinel for p in groups.values()
+            running = [p for p in [*groups.values(), spare] if p is not None]
+            multiprocessing.connection.wait([p.sentinel for p in running
                                              if p.exitcode is None], timeout=0.05)
+            if spare is not None and spare.exitcode not in (None, 0):
+                say_main(f"{job_name}: group {victim}'s spare exited with code "
+                         f"{spare.exitcode}: stopping the others")
+                return 1
             for group, process in groups.items():
                 code = process.exitcode
                 if code == -signal.SIGKILL and group == victim and kill_at and not dead:
-                    dead = True  # as planned: start it again, to join once the others
-                    groups[victim] = launch(victim, True)  # have gone on without it
+                    dead = True  # as planned: its spare takes its place, and joins once
+                    groups[victim], spare = spare, None  # the others have gone on
                     events.emit("main", "restarted", job=job_name, group=victim)
                 elif code not in (None, 0):
                     say_main(f"{job_name}: group {group} exited with code {code}: stopping "
@@ -466,7 +504,9 @@ def run_torchft(args, events: Events, job_name: str, kill_at: int | None) -> int
             return 1
         return 0
     finally:
-        for process in groups.values():
+        for process in [*groups.values(), spare]:
+            if process is None:
+                continue
             if process.exitcode is None:
                 process.kill()
             process.join(timeout=5)
@@ -616,16 +656,20 @@ def report(events: list[dict], with_torchft: bool = True) -> int:
         broken.append("torchrun's restarted job ended with other weights than DDP")
     if not with_torchft:
         return check(broken)
-    healed = healing(events)
-    say_main(f"torchft: group {healed['rank']} healed at step {healed['step']} from group "
-             f"{healed['sender']}: {healed['bytes']:,} bytes, the same bits: "
-             f"{healed['digest'] == healed['sent_digest'] == healed['loaded_digest']}")
+    healed = heals(events)
+    for heal in healed:
+        say_main(f"torchft: group {heal['rank']} healed at step {heal['step']} from group "
+                 f"{heal['sender']}: {heal['bytes']:,} bytes, the same bits: "
+                 f"{heal['digest'] == heal['sent_digest'] == heal['loaded_digest']}; "
+                 f"then {heal['steps_after']} steps of its own")
     torchft_final = {e["digest"] for e in of_job(events, "torchft") if e["event"] ==
                      "finished"}
     if len(torchft_final) != 1:
         broken.append("the torchft groups ended with different weights")
-    if healed["digest"] != healed["sent_digest"]:
-        broken.append("the healed group received other weights than its peer sent")
+    if not healed:
+        broken.append("the torchft group that came back never healed")
+    if any(heal["digest"] != heal["sent_digest"] for heal in healed):
+        broken.append("a healed group received other weights than its peer sent")
     if {e["digest"] for e in of_job(events, "torchft-reference")
             if e["event"] == "finished"} != reference:
         broken.append("torchft without a failure ended with other weights than DDP")
@@ -767,13 +811,14 @@ def progress_at(steps: list[dict], moment: float) -> int:
 def recovery(events: list[dict], job: str) -> dict:
     """What a failure cost one job: steps lost, the seconds from the kill until it went on
     and until it was back past the step it died in, and its final weights. The survivor,
-    rank or group 0, speaks for the job."""
+    rank or group 0, speaks for the job. A step counts as after the kill only if it began
+    after it: one already under way when the kill came may still end after it."""
     mine = of_job(events, job)
     [killed] = [e for e in mine if e["event"] == "killed"]
     k, t_kill = killed["step"], killed["t"]
     steps = completed_steps(mine, 0)
-    before = [e for e in steps if e["t_end"] <= t_kill]
-    after = [e for e in steps if e["t_end"] > t_kill]
+    before = [e for e in steps if e["t"] < t_kill]
+    after = [e for e in steps if e["t"] >= t_kill]
     resumed = [e["step"] for e in mine if e["event"] == "resumed" and e["rank"] == 0]
     went_on_from = resumed[0] if resumed else after[0]["step"]
     finished = {e["rank"]: e["digest"] for e in mine if e["event"] == "finished"}
@@ -815,14 +860,25 @@ def blocks(samples: list[float], count: int = 5) -> list[float]:
             for i in range(0, size * count, size) if samples[i:i + size]]
 
 
-def healing(events: list[dict], job: str = "torchft") -> dict:
-    """What the group that came back received, against what its peer sent."""
+def heals(events: list[dict], job: str = "torchft") -> list[dict]:
+    """Each time a group healed, in order: what it received, against what its peer sent at
+    that step, and how many steps the healed group then committed before it ended or healed
+    again. A group heals more than once when it misses a commit that its peers made (each
+    group votes on its own) and is behind at the next quorum."""
     mine = of_job(events, job)
-    [healed] = [e for e in mine if e["event"] == "healed"]
-    sent = [e for e in mine if e["event"] == "sent" and e["step"] == healed["step"]]
-    return {**healed, "sender": sent[0]["rank"] if sent else None,
-            "sent_digest": sent[0]["digest"] if sent else None,
-            "sent_bytes": sent[0]["bytes"] if sent else None}
+    healed = [e for e in mine if e["event"] == "healed"]
+    found = []
+    for number, heal in enumerate(healed):
+        sent = [e for e in mine if e["event"] == "sent" and e["step"] == heal["step"]]
+        until = next((e["t"] for e in healed[number + 1:] if e["rank"] == heal["rank"]),
+                     float("inf"))
+        took_part = [e for e in completed_steps(mine, heal["rank"])
+                     if heal["t"] < e["t_end"] <= until and e["event"] != "healing"]
+        found.append({**heal, "sender": sent[0]["rank"] if sent else None,
+                      "sent_digest": sent[0]["digest"] if sent else None,
+                      "sent_bytes": sent[0]["bytes"] if sent else None,
+                      "steps_after": len(took_part)})
+    return found
 
 
 def quorum_sizes(events: list[dict], job: str = "torchft") -> dict[int, int]:
@@ -943,6 +999,27 @@ def is_loopback(address: str) -> bool:
     return ipaddress.ip_address(address.split("%")[0]).is_loopback
 
 
+def gloo_default_address() -> str | None:
+    """The address gloo listens on when GLOO_SOCKET_IFNAME is not set: the first address
+    the machine's name resolves to that a socket can bind, as gloo picks it
+    (ProcessGroupGloo.cpp, doesHostnameResolveToUsableAddress). None when there is none:
+    then gloo warns
+    "Unable to resolve hostname to a (local) address. Using the loopback address as
+    fallback." (its text in torch/lib/libtorch_cpu.so) and listens on the loopback."""
+    try:
+        found = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):  # socket.gaierror is an OSError: a name that does
+        return None                  # not resolve
+    for family, kind, protocol, _, address in found:
+        try:
+            with socket.socket(family, kind, protocol) as probe:
+                probe.bind((address[0], 0, *address[2:]))
+        except OSError:
+            continue
+        return address[0]
+    return None
+
+
 def torchft_source(module: str, text: str) -> str | None:
     """Where ``text`` first appears in the installed torchft's ``module``, as
     ``torchft/manager.py:312``; None when torchft or the text is not there."""
@@ -998,8 +1075,8 @@ def command_line() -> Parser:
                               help="run the job N times, one after the other (default 1)")
     for demo in (torchft_demo, compare_demo):
         demo.add_argument("--rejoin-after", type=positive_int, default=25, metavar="R",
-                          help="the killed group, started again at once, joins once the "
-                               "others have committed R steps without it (default 25)")
+                          help="the killed group's spare, started with the others, joins "
+                               "once they have committed R steps without it (default 25)")
     for demo in (elastic_demo, compare_demo):
         demo.add_argument("--checkpoint-every", type=positive_int, default=20, metavar="K",
                           help="checkpoint every K steps (default 20)")

@@ -105,3 +105,49 @@ def by_hand(kill_step: int, first_again: int | None,
                                "again, could join: group 1 found no peer to heal from and "
                                f"trained alone from the start (its first line: step "
                                f"{first_again}).")
+
+
+@verdict(
+    one=dict(count=1),
+    several=dict(count=3),
+    none=dict(count=0),
+)
+def not_committed(count: int) -> Verdict:
+    """How many of group 0's steps were not committed and were done again, in the run with
+    the failure (the step it was in when group 1 died is one; a machine's load can add
+    more: an all-reduce that timed out, a vote that failed)."""
+    if count == 1:
+        return Verdict("one", "One step, the one it was in when group 1 died, was not "
+                              "committed and was done again.")
+    if count > 1:
+        return Verdict("several", f"{count} steps were not committed and were done again: "
+                                  "the one it was in when group 1 died, and "
+                                  f"{count - 1} more whose all-reduce or vote failed "
+                                  "(each was done again with the same data).")
+    return Verdict("none", "No step of group 0 had to be done again: it was not yet in the "
+                           "all-reduce of the step group 1 died in.")
+
+
+@verdict(
+    once=dict(steps=[75], after=[74], final=150),
+    at_the_end=dict(steps=[149], after=[0], final=150),
+    again=dict(steps=[75, 90], after=[14, 59], final=150),
+)
+def healed(steps: Sequence[int], after: Sequence[int], final: int) -> Verdict:
+    """The steps at which the group that came back healed, the steps it committed after
+    each heal (until the next, or the end), and the step the job ended at."""
+    if len(steps) == 1 and after[0] > 0:
+        return Verdict("once", f"It healed once, and then committed {after[0]} steps of "
+                               f"its own with group 0, to the end at step {final}.")
+    if len(steps) == 1:
+        return Verdict("at_the_end", "It healed once, into the job's last steps, and "
+                                     f"committed no step of its own before the end at step "
+                                     f"{final}: the job ends only in a quorum of both "
+                                     "groups at the same step, so it still ended with "
+                                     "group 0's weights.")
+    listed = ", ".join(str(step) for step in steps[:-1]) + f" and {steps[-1]}"
+    return Verdict("again", f"It healed {len(steps)} times, at steps {listed}: after a "
+                            "heal it missed a commit that group 0 made (each group votes "
+                            "on its own), was behind at the next quorum, and healed "
+                            f"again. It committed {sum(after)} steps of its own in all, "
+                            f"to the end at step {final}.")
