@@ -27,6 +27,12 @@ def test_three_stages_by_hand_give_one_process_gradients_in_gpipe_order():
         # every rank but the first waits for activations; every rank but the last for gradients
         waits = [e for e in spans if e["event"] == "waiting"]
         assert len(waits) == 3 * ((rank > 0) + (rank < 2)) and all(e["queued"] for e in waits)
+    # rank 0 prints the bubble beside the formula; with one micro-batch the three stages take
+    # turns, so each is idle about two thirds of the step on any machine
+    said = {int(line.split()[0]): line for line in result.lines_of(0) if ": bubble " in line}
+    assert sorted(said) == [1, 3], result.lines_of(0)
+    assert said[1].endswith("= 0.67") and said[3].endswith("= 0.40"), said
+    assert float(said[1].split("bubble ")[1].split()[0]) > 0.6, said[1]
 
 
 def test_schedules_under_torchrun_give_one_process_gradients():
@@ -41,6 +47,13 @@ def test_schedules_under_torchrun_give_one_process_gradients():
     assert max(e["difference"] for e in checked.values()) < 1e-5
     split = {e["event"] for e in result.events if e.get("schedule") == "InterleavedZeroBubble"}
     assert {"backward (inputs)", "backward (weights)"} <= split
+    # step(losses=...) fills the list on the last stage's rank only: the micro-batches' mean
+    # is one process's loss on the whole batch
+    losses = result.events_named("loss")
+    assert sorted((e["rank"], e["schedule"]) for e in losses) == [
+        (1, "1F1B"), (1, "InterleavedZeroBubble")]
+    assert all(e["micro_batches"] == 2 and abs(e["mean"] - e["whole_batch"])
+               < 1e-5 * e["whole_batch"] for e in losses), losses
 
 
 @pytest.mark.parametrize(
