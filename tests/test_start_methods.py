@@ -5,6 +5,8 @@ each demo's --help, and bad input."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -31,6 +33,7 @@ def test_a_forked_child_with_one_thread_finishes_whatever_the_first_did():
     ended = {e["child"]: e["verdict"] for e in result.events_named("thread pool")}
     assert ended["forked child, set_num_threads(1)"] == "finished"
     assert ended["forked child"] in {"finished", "hung"}
+    assert ended["forked child, set_num_threads(2)"] in {"finished", "hung"}
 
 
 def test_ranks_start_under_both_methods_each_rank_once():
@@ -38,6 +41,33 @@ def test_ranks_start_under_both_methods_each_rank_once():
     started = sorted((e["method"], e["rank"]) for e in result.events_named("start to running"))
     assert started == [("forkserver", 0), ("forkserver", 1), ("spawn", 0), ("spawn", 1)]
     assert all(e["t_end"] > e["t"] for e in result.events_named("start to running"))
+
+
+ASK_THEN_FORK = """
+import os, torch
+torch.cuda.is_available()  # only asks; never creates a tensor on a GPU
+pid = os.fork()
+if pid == 0:
+    try:
+        torch.ones(1, device="cuda")
+    except RuntimeError as error:
+        print(str(error).splitlines()[0], flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.skipif(not torch.backends.cuda.is_built(), reason="a torch built without CUDA")
+def test_asking_is_available_is_enough_to_keep_a_forked_child_off_cuda():
+    """What the page's GPU section says of torch.cuda.is_available(): the child raises the
+    re-initialise error, with or without a GPU (the count runs through CUDA's runtime)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTORCH_NVML_BASED_CUDA_CHECK"}
+    completed = subprocess.run([sys.executable, "-c", ASK_THEN_FORK], capture_output=True,
+                               text=True, timeout=120, env=env)
+    assert "Cannot re-initialize CUDA in forked subprocess" in completed.stdout, completed
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")

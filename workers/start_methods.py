@@ -223,7 +223,8 @@ def demo_fork_thread_pool(args, events: Events) -> int:
     say_main(f"the parent ran one operation on {threads} intra-op thread(s), then forks")
     ctx = mp.get_context("fork")
     for rank, (label, each) in enumerate([("forked child", None),
-                                          ("forked child, set_num_threads(1)", 1)]):
+                                          ("forked child, set_num_threads(1)", 1),
+                                          ("forked child, set_num_threads(2)", 2)]):
         done = ctx.Event()
         child = ctx.Process(target=double_and_sum, args=(rank, label, each, done))
         child.start()

@@ -63,3 +63,30 @@ def port_choice(start: int, low: int, high: int) -> Verdict:
                             "outgoing range, where any other program's connection (gloo "
                             "opens one per pair of ranks) could take it before rank 0 "
                             "listens")
+
+
+@verdict(
+    below=dict(start=32768, low=24576, high=32767),
+    os_pick=dict(start=1024, low=0, high=0),
+)
+def port_choice(start: int, low: int, high: int) -> Verdict:
+    """How ``workers.ranks.free_port`` picked every port of the page's runs: at random
+    from ``low`` to ``high``, just below ``start``, where this machine's range of outgoing
+    ports begins; or the operating system's pick (``low == high == 0``) where that range
+    begins too low to leave room below it."""
+    if low == high == 0:
+        return Verdict("os_pick", "the runner asks the operating system for a free port "
+                                  "(a bind to port 0, read back, closed) and passes it "
+                                  "as `MASTER_PORT`. On most machines it does not: this "
+                                  "one's range of ports for outgoing connections begins "
+                                  f"at {start}, too low to leave room for its usual "
+                                  "choice below that range")
+    return Verdict("below", f"the runner picks a port at random from the "
+                            f"{high - low + 1:,} just below {start}, where this "
+                            "machine's range of ports for outgoing connections begins, "
+                            "checks that a bind to it succeeds, closes it, and passes it "
+                            "as `MASTER_PORT`. It does not let the operating system pick "
+                            "one (a bind to port 0): that port would come from the "
+                            "outgoing range, where any other program's connection (gloo "
+                            "opens one per pair of ranks) could take it before rank 0 "
+                            "listens")

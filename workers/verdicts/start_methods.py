@@ -110,6 +110,12 @@ def preloaded_forkserver(first: float, later: Sequence[float],
     return Verdict("once_only", text)
 
 
+def span(times: Sequence[float], spec: str = ".2f") -> str:
+    """``"1.10 to 1.17"``, or ``"1.17"`` where every time reads the same as printed."""
+    low, high = format(min(times), spec), format(max(times), spec)
+    return low if low == high else f"{low} to {high}"
+
+
 @verdict(
     lower=dict(without=60.0, spawn=[1500.0, 1520.0, 1610.0]),
     inside=dict(without=510.0, spawn=[500.0, 520.0, 610.0]),
@@ -124,30 +130,42 @@ def spawn_without_torch(without: float, spawn: Sequence[float]) -> Verdict:
         return Verdict("lower", f"{there}, against {statistics.median(spawn):,.0f} ms here "
                                 f"with PyTorch: {ratio(statistics.median(spawn), without)} "
                                 "as long with it.")
-    span = f"{min(spawn):,.0f} to {max(spawn):,.0f} ms"
+    spawned = f"{span(spawn, ',.0f')} ms"
     if where == "higher":
         return Verdict("higher", f"{there}, longer than every start here with PyTorch "
-                                 f"({span}).")
-    return Verdict("inside", f"{there}, against {span} here with PyTorch: {NOISE}.")
+                                 f"({spawned}).")
+    return Verdict("inside", f"{there}, against {spawned} here with PyTorch: {NOISE}.")
 
 
 @verdict(
-    lower=dict(spawn=[4.1, 4.6, 4.9], forkserver=[1.8, 1.85, 1.9]),
-    inside=dict(spawn=[1.9, 2.0, 2.2], forkserver=[1.7, 1.95, 2.0]),
-    higher=dict(spawn=[1.5, 1.6, 1.7], forkserver=[1.8, 1.9, 2.0]),
+    lower=dict(spawn=[4.1, 4.6, 4.9], forkserver=[1.8, 1.85, 1.9], cores=2),
+    lower_cores=dict(spawn=[1.17, 1.17], forkserver=[1.10, 1.11], cores=2),
+    inside=dict(spawn=[1.9, 2.0, 2.2], forkserver=[1.7, 1.95, 2.0], cores=2),
+    higher=dict(spawn=[1.5, 1.6, 1.7], forkserver=[1.8, 1.9, 2.0], cores=16),
 )
-def ranks_started(spawn: Sequence[float], forkserver: Sequence[float]) -> Verdict:
+def ranks_started(spawn: Sequence[float], forkserver: Sequence[float],
+                  cores: int) -> Verdict:
     """Seconds from ``start_processes()`` until each rank's first line ran, under
-    ``spawn`` (as ``mp.spawn`` starts them) and from a forkserver with torch preloaded."""
+    ``spawn`` (as ``mp.spawn`` starts them) and from a forkserver with torch preloaded,
+    and the cores the ranks could keep busy (hyper-threads counted once, within the
+    affinity and any CPU quota)."""
     n = len(spawn)
-    said = (f"Under `spawn` the {n} ranks were running {min(spawn):.2f} to "
-            f"{max(spawn):.2f} s after the call, from the preloaded forkserver "
-            f"{min(forkserver):.2f} to {max(forkserver):.2f} s")
+    said = (f"Under `spawn` the {n} ranks were running {span(spawn)} s after the "
+            f"call, from the preloaded forkserver {span(forkserver)} s")
     where = order(forkserver, spawn)
+    gap = min(spawn) - max(forkserver)
+    by = f"by at least {gap:.2f} s" if f"{gap:.2f}" != "0.00" else "if by less than 0.01 s"
+    if where == "lower" and n > cores:
+        return Verdict("lower", f"{said}: every rank sooner, {by}. The server imported "
+                                f"PyTorch once; under `spawn` each of the {n} ranks "
+                                f"imported it again, {n} imports sharing "
+                                f"{'one core' if cores == 1 else f'{cores} cores'}.")
     if where == "lower":
-        return Verdict("lower", f"{said}: every rank sooner, since the server imported "
-                                f"PyTorch once where `spawn` imported it {n} times, once "
-                                "in each rank.")
+        return Verdict("lower_cores", f"{said}: every rank sooner, {by}, though with a "
+                                      f"core for each of the {n} ranks, the {n} imports "
+                                      "of `spawn` ran side by side. Where ranks outnumber "
+                                      "the cores, those imports take turns on them, and "
+                                      "the server's single import saves more.")
     if where == "higher":
         return Verdict("higher", f"{said}: here `spawn` was faster for every rank, its "
                                  f"{n} imports of PyTorch side by side taking less time "
@@ -158,25 +176,40 @@ def ranks_started(spawn: Sequence[float], forkserver: Sequence[float]) -> Verdic
 
 
 @verdict(
-    hung=dict(first="hung", threads=2),
-    finished=dict(first="finished", threads=16),
-    one_thread=dict(first="finished", threads=1),
+    hung=dict(first="hung", threads=2, two="hung"),
+    hung_not_two=dict(first="hung", threads=2, two="finished"),
+    finished=dict(first="finished", threads=16, two="finished"),
+    one_thread=dict(first="finished", threads=1, two="finished"),
+    only_two_hung=dict(first="finished", threads=2, two="hung"),
 )
-def forked_thread_pool(first: str, threads: int) -> Verdict:
+def forked_thread_pool(first: str, threads: int, two: str) -> Verdict:
     """What the forked child that did not set its thread count did (``"hung"`` or
-    ``"finished"``), given the parent's intra-op threads; the child that set one thread
-    finished (the page asserts it)."""
+    ``"finished"``), given the parent's intra-op threads, and what the child that set two
+    threads did; the child that set one thread finished (the page asserts it)."""
     if first == "hung":
-        return Verdict("hung", f"The parent had run on {threads} intra-op threads. Its "
-                               "first forked child was still inside the operation at the "
-                               "deadline: it hung, and was killed. The child that set one "
-                               "thread first finished.")
+        said = (f"The parent had run on {threads} intra-op threads. Its first forked child "
+                "was still inside the operation at the deadline: it hung, and was killed. "
+                "The child that set one thread first finished")
+        if two == "hung":
+            return Verdict("hung", f"{said}; the one that set two hung like the first: "
+                                   "only a count of one runs the operation in the calling "
+                                   "thread, without the pool.")
+        return Verdict("hung_not_two", f"{said}, and so did the one that set two: this "
+                                       "build's thread pool started afresh in the child "
+                                       "once the count changed.")
+    if two == "hung":
+        return Verdict("only_two_hung", f"The parent had run on {threads} intra-op "
+                                        f"thread{'s' if threads > 1 else ''}. The first "
+                                        "forked child finished, and so did the one that "
+                                        "set one thread; the one that set two hung at "
+                                        "the deadline, and was killed: only a count of "
+                                        "one runs the operation without the pool.")
     if threads == 1:
         return Verdict("one_thread", "This machine gave the parent one intra-op thread, so "
                                      "it ran the operation itself and started no pool, and "
-                                     "both forked children finished. Where PyTorch uses "
+                                     "the forked children finished. Where PyTorch uses "
                                      "several threads, the first child can hang.")
     return Verdict("finished", f"The parent had run on {threads} intra-op threads, and "
-                               "both forked children finished: this build's thread pool "
+                               "the forked children finished: this build's thread pool "
                                "(which depends on the OpenMP runtime PyTorch was built "
                                "with) survived the fork.")
