@@ -124,6 +124,17 @@ def test_tables_computed_by_cells_render_as_tables(built_book, chapter, header):
     assert any(header in table.get_text() for table in tables)
 
 
+@pytest.mark.parametrize("chapter", chapters())
+def test_no_sentence_ends_twice(built_book, chapter):
+    """A glued value that ends in its own full stop (an error message, a verdict) placed
+    before the sentence's: "...connect to (127.0.0.1, 30165).. Every rank"."""
+    soup = page(built_book.html, chapter)
+    for code in soup.select("pre, code, .cell_output"):
+        code.decompose()
+    text = " ".join(p.get_text(" ") for p in soup.select("article p, article li"))
+    assert not re.findall(r".{40}(?<!\.)\.\s*\.(?!\.).{0,20}", text)
+
+
 def test_the_landing_page_lists_every_chapter_in_order():
     """The landing page's chapter table names every chapter of ``_toc.yml``, in its order
     (the glossary and the status page are named in the sentence below the table)."""
