@@ -5,10 +5,16 @@ other sizes, each demo's --help, and bad input."""
 from __future__ import annotations
 
 import functools
+import json
 import operator
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
+from workers.collectives import ones_mismatches
+from workers.ranks import free_port
 
 from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
 
@@ -36,6 +42,8 @@ def check_every_collective(result, n: int, roots=(0,)) -> None:
         "reduce_scatter_single": lambda r: [column_sums[r]],
         "all_to_all": lambda r: [x[s][r] for s in range(n)],
         "all_to_all_single": lambda r: [x[s][r] for s in range(n)],
+        # rank s sent s + 1 copies of its value for r, after a size exchange
+        "all_to_all_uneven": lambda r: [x[s][r] for s in range(n) for _ in range(s + 1)],
         "all_reduce": lambda r: column_sums,
     }
     for name, definition in expected.items():
@@ -115,18 +123,59 @@ def test_point_to_point_and_the_token_ring(n):
 
 
 @pytest.mark.parametrize("n", [3])
-def test_the_tutorials_collectives_give_what_it_says(n):
-    """The tutorial's calls at a world size the page does not use: ones everywhere, rank 0
-    broadcasting 2 and scattering [1, ..., n]."""
-    result = quiet_run("workers.collectives", "tutorial", "--world-size", str(n))
-    held = by_rank(result, "tutorial")
-    assert sorted(held) == list(range(n))
-    assert held[0]["reduce"] == [float(n)] and held[0]["gather"] == [1.0] * n
-    for r, e in held.items():
-        assert e["all_reduce"] == [float(n)] and e["all_gather"] == [1.0] * n
-        assert e["broadcast"] == [2.0] and e["scatter"] == [r + 1.0]
-        if r:
-            assert e["reduce"] is None and e["gather"] is None
+def test_each_collective_on_ones_gives_its_definition(n):
+    """The example on tensors of ones at a world size the page does not use: rank 0
+    broadcasting 2 and scattering [1, ..., n], every output buffer starting at zeros."""
+    result = quiet_run("workers.collectives", "ones", "--world-size", str(n))
+    held = by_rank(result, "ones")
+    assert ones_mismatches(held, n) == []
+    assert held[1]["gather"] == {"before": None, "after": None}  # no buffer off the root
+
+
+# Each rank of the run below makes the ones example once as it is and once with each
+# collective replaced, on every rank, by a function that does nothing.
+NO_OP_RANK = """
+import json, os, sys
+import torch, torch.distributed as dist
+from workers.collectives import ones
+rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", rank=rank, world_size=n)
+for name in [None, "reduce", "all_reduce", "gather", "all_gather", "broadcast", "scatter"]:
+    real = getattr(dist, name) if name else None
+    if name:
+        setattr(dist, name, lambda *args, **kwargs: None)
+    held = ones(rank, n, torch.device("cpu"))
+    if name:
+        setattr(dist, name, real)
+    print(json.dumps({"rank": rank, "replaced": name, "held": held}), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_the_ones_check_fails_when_a_collective_does_nothing():
+    """The page's check of the ones example (``ones_mismatches``) can fail: with any one of
+    its six collectives replaced by a no-op on every rank, it names that collective, and
+    the same ranks, unpatched, pass it."""
+    n, port = 2, free_port()
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "WORLD_SIZE": str(n)}
+    ranks = [subprocess.Popen([sys.executable, "-c", NO_OP_RANK], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, text=True) for r in range(n)]
+    try:
+        outputs = [rank.communicate(timeout=120)[0] for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+    assert [rank.returncode for rank in ranks] == [0] * n
+    runs = {}  # replaced collective -> rank -> what it held
+    for line in "".join(outputs).splitlines():
+        record = json.loads(line)
+        runs.setdefault(record["replaced"], {})[record["rank"]] = record["held"]
+    assert ones_mismatches(runs.pop(None), n) == []
+    assert len(runs) == 6
+    for name, held in runs.items():
+        wrong = ones_mismatches(held, n)
+        assert wrong and all(f" {name} after" in line for line in wrong), (name, wrong)
 
 
 @pytest.mark.parametrize("n", [3])

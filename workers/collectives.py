@@ -1,7 +1,7 @@
 """Point-to-point and collective communication, with a bandwidth benchmark.
 
     python -m workers.collectives p2p --world-size 3
-    python -m workers.collectives tutorial --world-size 4
+    python -m workers.collectives ones --world-size 4
     python -m workers.collectives collectives --world-size 4
     python -m workers.collectives ring --world-size 4
     python -m workers.collectives bandwidth --world-size 2
@@ -15,6 +15,7 @@ does not support is recorded with its error, not a crash.
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import statistics
@@ -174,9 +175,27 @@ def all_to_all_single(x, rank, n):
     return out
 
 
+def all_to_all_uneven(x, rank, n):
+    # as mixture-of-experts dispatch does: rank r sends r + 1 values to each rank
+    send_counts = torch.full((n,), rank + 1, dtype=torch.int64, device=x.device)
+    recv_counts = torch.empty_like(send_counts)
+    dist.all_to_all_single(recv_counts, send_counts)  # first: how many each will send
+    sent = x.repeat_interleave(rank + 1)  # x[s], r + 1 times, for each rank s
+    out = x.new_zeros(int(recv_counts.sum()))
+    dist.all_to_all_single(out, sent, output_split_sizes=recv_counts.tolist(),
+                           input_split_sizes=send_counts.tolist())  # rank r's values for s
+    return out
+
+
+# torch.save on the way out, torch.load(weights_only=True) on arrival: plain data only, no
+# code run by unpickling (the option is recent: older releases pickle, always)
+SAFE_OBJECTS = {"weights_only": True} if "weights_only" in inspect.signature(
+    dist.broadcast_object_list).parameters else {}
+
+
 def broadcast_object_list(x, rank, n):
     config = [{"lr": 0.1, "from": "rank 0"}] if rank == 0 else [None]
-    dist.broadcast_object_list(config, src=0)  # pickled on rank 0, unpickled elsewhere
+    dist.broadcast_object_list(config, src=0, **SAFE_OBJECTS)  # rank 0's, on every rank
     return config
 
 
@@ -194,38 +213,62 @@ BITWISE = {"BAND", "BOR", "BXOR"}
 ROOTED = [broadcast, scatter, gather, reduce]
 
 
-def tutorial(rank: int, n: int, device) -> dict:
-    """The collectives of PyTorch's tutorial "Writing Distributed Applications with
-    PyTorch", in its order and on its tensors: ones, except the 2 rank 0 broadcasts and the
-    list [1, 2, ..., n] it scatters. What each rank holds after each (None: unspecified)."""
-    def ones():
-        return torch.ones(1, device=device)
-
+def ones(rank: int, n: int, device) -> dict:
+    """Each collective on tensors of ones, in the order of a widely copied four-rank example
+    written after PyTorch's tutorial "Writing Distributed Applications with PyTorch": rank 0
+    broadcasts a 2 and scatters [1, 2, ..., n]. Every output buffer starts at zeros, so a
+    value that never arrived shows. What this rank's tensor held before and after each call
+    (None: this rank has no such tensor)."""
     held = {}
-    t = ones()
-    dist.reduce(t, dst=0)  # SUM by default, on rank 0 only
-    held["reduce"] = t if rank == 0 else None
-    t = ones()
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    held["all_reduce"] = t
-    parts = [ones() for _ in range(n)] if rank == 0 else None
-    dist.gather(ones(), gather_list=parts, dst=0)
-    held["gather"] = torch.cat(parts) if rank == 0 else None
-    parts = [ones() for _ in range(n)]
-    dist.all_gather(parts, ones())
-    held["all_gather"] = torch.cat(parts)
-    t = ones() * (2 if rank == 0 else 1)
-    dist.broadcast(t, src=0)
-    held["broadcast"] = t
-    t = ones()
-    pieces = [ones() * (i + 1) for i in range(n)] if rank == 0 else None
-    dist.scatter(t, scatter_list=pieces, src=0)
-    held["scatter"] = t
-    return {name: listed(value) for name, value in held.items()}
+
+    def step(name, tensor, call):  # tensor: where this rank's result lands
+        before = listed(tensor)
+        call()
+        held[name] = {"before": before, "after": listed(tensor)}
+
+    t = torch.ones(1, device=device)
+    step("reduce", t, lambda: dist.reduce(t, dst=0))  # SUM on rank 0; elsewhere unspecified
+    t = torch.ones(1, device=device)
+    step("all_reduce", t, lambda: dist.all_reduce(t, op=dist.ReduceOp.SUM))
+    parts = torch.zeros(n, device=device) if rank == 0 else None
+    step("gather", parts, lambda: dist.gather(torch.ones(1, device=device),
+                                              list(parts.split(1)) if rank == 0 else None,
+                                              dst=0))
+    parts = torch.zeros(n, device=device)
+    step("all_gather", parts, lambda: dist.all_gather(list(parts.split(1)),
+                                                      torch.ones(1, device=device)))
+    t = torch.full((1,), 2.0 if rank == 0 else 1.0, device=device)
+    step("broadcast", t, lambda: dist.broadcast(t, src=0))
+    t = torch.zeros(1, device=device)
+    pieces = list(torch.arange(1.0, n + 1, device=device).split(1)) if rank == 0 else None
+    step("scatter", t, lambda: dist.scatter(t, scatter_list=pieces, src=0))
+    return held
+
+
+def ones_mismatches(held: dict[int, dict], n: int) -> list[str]:
+    """Where the ranks' ``ones`` results differ from each collective's definition: one line
+    per wrong value (none when every rank holds what it should). Output buffers must start
+    at zeros, so a collective that did nothing is caught. What ``reduce`` leaves on the
+    ranks other than its root is unspecified and not checked."""
+    expected = {"reduce": {0: [float(n)]}, "all_reduce": [float(n)],
+                "gather": {0: [1.0] * n}, "all_gather": [1.0] * n, "broadcast": [2.0],
+                "scatter": {r: [r + 1.0] for r in range(n)}}
+    before = {"gather": {0: [0.0] * n}, "all_gather": [0.0] * n, "scatter": [0.0]}
+    wrong = []
+    for check, when in ((before, "before"), (expected, "after")):
+        for name, values in check.items():
+            for r in sorted(held):
+                want = values.get(r, "unchecked") if isinstance(values, dict) else values
+                got = held[r][name][when]
+                if want != "unchecked" and got != want:
+                    wrong.append(f"rank {r} {name} {when}: {got}, not {want}")
+    if sorted(held) != list(range(n)):
+        wrong.append(f"ranks {sorted(held)} answered, not 0 to {n - 1}")
+    return wrong
 
 
 def compact(values) -> str:
-    """A list of numbers as the tutorial prints them, briefly: ``[1, 1]``; None as ``-``."""
+    """A list of numbers, briefly: ``[1, 1]``; None as ``-``."""
     if values is None:
         return "-"
     return "[" + ", ".join(f"{value:g}" for value in values) + "]"
@@ -279,6 +322,8 @@ def every_collective(rank: int, n: int, device, events: Events, roots=(0,)) -> N
             before = [] if collective is scatter and rank != root else before
             recorded(events, rank, collective, x, before, root=root)
             count += 1
+    recorded(events, rank, all_to_all_uneven, x, x.repeat_interleave(rank + 1).tolist())
+    count += 1
     summed = None
     for op in REDUCE_OPS:  # bitwise ops need integers: rank r holds [2^r, r + 1]
         t = (torch.tensor([1 << rank, rank + 1], device=device) if op in BITWISE else x)
@@ -493,10 +538,12 @@ def rank_main(rank: int, job: Job, args) -> None:
     with joined(job, rank) as device:
         if args.demo == "p2p":
             events.emit(rank, "p2p", **p2p(rank, job.world_size, device))
-        elif args.demo == "tutorial":
-            held = tutorial(rank, job.world_size, device)
-            say(rank, "  ".join(f"{name} {compact(value)}" for name, value in held.items()))
-            events.emit(rank, "tutorial", **held)
+        elif args.demo == "ones":
+            held = ones(rank, job.world_size, device)
+            say(rank, "  ".join(f"{name} {compact(v['before'])} -> {compact(v['after'])}"
+                                if v["before"] is not None else f"{name} -"
+                                for name, v in held.items()))
+            events.emit(rank, "ones", **held)
         elif args.demo == "collectives":
             every_collective(rank, job.world_size, device, events, args.roots)
         elif args.demo == "ring":
@@ -514,8 +561,8 @@ def command_line() -> Parser:
                     description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
     p2p_demo = demos.add_parser("p2p", help="send/recv, isend/irecv, a token round a ring")
-    tutorial_demo = demos.add_parser("tutorial", help="the collectives of PyTorch's "
-                                     "tutorial, on its tensors")
+    ones_demo = demos.add_parser("ones", help="each collective on tensors of ones, every "
+                                 "rank's tensor before and after")
     every = demos.add_parser("collectives", help="every collective, before and after")
     ring_demo = demos.add_parser("ring", help="a ring all-reduce by hand, and the library")
     bandwidth_demo = demos.add_parser("bandwidth", help="all_reduce bandwidth per size")
@@ -531,7 +578,7 @@ def command_line() -> Parser:
     for demo, trials in ((ring_demo, 3), (bandwidth_demo, 5)):
         demo.add_argument("--trials", type=positive_int, default=trials,
                           help=f"timed runs (default {trials})")
-    for demo in (p2p_demo, tutorial_demo, every, ring_demo, bandwidth_demo):
+    for demo in (p2p_demo, ones_demo, every, ring_demo, bandwidth_demo):
         add_job_options(demo)
         add_common_options(demo, timeout=60)
     return parser

@@ -115,3 +115,50 @@ def ranks_and_cores(ranks: int, cores: int) -> Verdict:
 def _number(n: int) -> str:
     words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight"]
     return words[n] if 0 <= n < len(words) else str(n)
+
+
+def _listing(values: Sequence[Sequence[float]]) -> str:
+    texts = ["[" + ", ".join(f"{v:g}" for v in value) + "]" for value in values]
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+@verdict(
+    scratch=dict(before=[[1.0], [1.0], [1.0]], after=[[3.0], [2.0], [1.0]], backend="gloo"),
+    untouched=dict(before=[[1.0], [1.0], [1.0]], after=[[1.0], [1.0], [1.0]], backend="nccl"),
+)
+def reduce_off_the_root(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+                        backend: str) -> Verdict:
+    """What ``reduce`` left on the ranks other than its root (unspecified by its contract):
+    their tensors before and after, in rank order. A clause after "on the other ranks"."""
+    if list(after) == list(before):
+        return Verdict("untouched", f"{backend} left their tensors as they were, "
+                                    f"{_listing(after)}; another backend need not")
+    return Verdict("scratch", f"their tensors went from {_listing(before)} to "
+                              f"{_listing(after)}: {backend} used them as scratch space, so "
+                              "read a reduce's result on its root only")
+
+
+@verdict(
+    slower=dict(first=[0.9, 4.0, 4.9], second=[0.2, 0.24, 0.25], first_name="1 KiB",
+                second_name="4 KiB"),
+    level=dict(first=[0.11, 0.12, 0.13], second=[0.1, 0.11, 0.12], first_name="1 KiB",
+               second_name="4 KiB"),
+    faster=dict(first=[0.09, 0.1, 0.1], second=[0.11, 0.12, 0.13], first_name="1 KiB",
+                second_name="4 KiB"),
+)
+def smallest_against_next(first: Sequence[float], second: Sequence[float], first_name: str,
+                          second_name: str) -> Verdict:
+    """The smallest message size's trials against the next size's (any unit). A sentence."""
+    where = order(first, second)
+    if where == "higher":
+        return Verdict("slower", f"{first_name}, measured first, took longer than "
+                                 f"{second_name} in every trial, which no fixed cost of a "
+                                 "message explains: it paid for something else (a "
+                                 "connection or cache still warming up, or another "
+                                 "process on the cores), so the latency is taken from the "
+                                 "fastest small size, not the first.")
+    if where == "lower":
+        return Verdict("faster", f"{first_name} was faster than {second_name} in every "
+                                 "trial: even among small messages, size costs a little.")
+    return Verdict("level", f"{first_name} and {second_name} took about as long (their "
+                            f"trials overlap): {NOISE}, and the cost is the fixed one.")
