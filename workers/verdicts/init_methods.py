@@ -39,30 +39,46 @@ def arrival(first: Sequence[float], last: Sequence[float], late: float,
 
 
 @verdict(
-    below=dict(start=32768, low=24576, high=32767),
-    os_pick=dict(start=1024, low=0, high=0),
+    both=dict(gloo_minutes=30.0, nccl_minutes=10.0),
+    no_nccl=dict(gloo_minutes=30.0, nccl_minutes=None),
 )
-def port_choice(start: int, low: int, high: int) -> Verdict:
-    """How ``workers.ranks.free_port`` picked every port of the page's runs: at random
-    from ``low`` to ``high``, just below ``start``, where this machine's range of outgoing
-    ports begins; or the operating system's pick (``low == high == 0``) where that range
-    begins too low to leave room below it."""
-    if low == high == 0:
-        return Verdict("os_pick", "the runner asks the operating system for a free port "
-                                  "(a bind to port 0, read back, closed) and passes it "
-                                  "as `MASTER_PORT`. On most machines it does not: this "
-                                  "one's range of ports for outgoing connections begins "
-                                  f"at {start:,}, too low to leave room for its usual "
-                                  "choice below that range")
-    return Verdict("below", f"the runner picks a port at random from the "
-                            f"{high - low + 1:,} just below {start:,}, where this "
-                            "machine's range of ports for outgoing connections begins, "
-                            "checks that a bind to it succeeds, closes it, and passes it "
-                            "as `MASTER_PORT`. It does not let the operating system pick "
-                            "one (a bind to port 0): that port would come from the "
-                            "outgoing range, where any other program's connection (gloo "
-                            "opens one per pair of ranks) could take it before rank 0 "
-                            "listens")
+def default_timeouts(gloo_minutes: float, nccl_minutes: float | None) -> Verdict:
+    """This installation's default timeouts of a process group, in minutes:
+    ``torch.distributed.constants.default_pg_timeout`` and ``default_pg_nccl_timeout``,
+    which is None in a build without NCCL (the CPU wheels, aarch64's CPU builds)."""
+    if nccl_minutes is None:
+        return Verdict("no_nccl", f"{gloo_minutes:g} minutes for `gloo` (this build of "
+                                  "PyTorch has no `nccl`, and so no default of its own for "
+                                  "it)")
+    return Verdict("both", f"{gloo_minutes:g} minutes for `gloo` and {nccl_minutes:g} for "
+                           "`nccl`")
+
+
+@verdict(
+    banner=dict(banner=True, preset=None),
+    preset=dict(banner=False, preset="4"),
+    quiet=dict(banner=False, preset=None),
+)
+def torchrun_threads(banner: bool, preset: str | None) -> Verdict:
+    """What ``torchrun`` did about ``OMP_NUM_THREADS`` in a run of two processes per node:
+    whether its output had the banner, and the value the environment already gave the
+    variable (None where it was unset). ``torch/distributed/run.py`` sets it to 1, with
+    the banner, only where it is unset and more than one process runs per node."""
+    why = "so that processes sharing a machine do not oversubscribe its cores"
+    where = "where the variable is not set and more than one process runs per machine"
+    sets = "it sets `OMP_NUM_THREADS=1` for every process"
+    if banner:
+        return Verdict("banner", "The `OMP_NUM_THREADS` warning `torchrun` printed is its "
+                                 f"own: {where}, {sets}, {why}.")
+    if preset is not None:
+        return Verdict("preset", "`torchrun` printed no `OMP_NUM_THREADS` warning here: "
+                                 "this build's environment had set `OMP_NUM_THREADS="
+                                 f"{preset}`, which it passes on to the ranks unchanged. "
+                                 f"W{where[1:]}, {sets}, {why}, and prints a warning "
+                                 "saying so.")
+    return Verdict("quiet", "`torchrun` set `OMP_NUM_THREADS=1` for every process here, as "
+                            f"it does {where}, {why}; the warning it prints to say so did "
+                            "not appear in this run's output.")
 
 
 @verdict(
