@@ -161,11 +161,12 @@ def ranks_started(spawn: Sequence[float], forkserver: Sequence[float],
                                 f"imported it again, {n} imports sharing "
                                 f"{'one core' if cores == 1 else f'{cores} cores'}.")
     if where == "lower":
-        return Verdict("lower_cores", f"{said}: every rank sooner, {by}, though with a "
-                                      f"core for each of the {n} ranks, the {n} imports "
-                                      "of `spawn` ran side by side. Where ranks outnumber "
-                                      "the cores, those imports take turns on them, and "
-                                      "the server's single import saves more.")
+        return Verdict("lower_cores", f"{said}: every rank sooner, {by}, though this "
+                                      f"machine has a core for each of the {n} ranks, so "
+                                      f"the {n} imports of `spawn` could run side by side. "
+                                      "Where ranks outnumber the cores, those imports "
+                                      "take turns on them, and the server's single import "
+                                      "saves more.")
     if where == "higher":
         return Verdict("higher", f"{said}: here `spawn` was faster for every rank, its "
                                  f"{n} imports of PyTorch side by side taking less time "
