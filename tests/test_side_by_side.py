@@ -1,7 +1,8 @@
 """The failures and hangs chapters' demos, each ten times with two copies side by side: what
 the pages assert must follow from each run's inputs, not from an idle machine (slow; run by
 ``pytest -m repeats``, not by the README's test command). The hang kinds of ``every`` at 2, 3
-and 4 ranks are in test_hangs_ten_runs.py, the fault-tolerance runs in test_fault_tolerance_ten_runs.py.
+and 4 ranks are in test_hangs_ten_runs.py, the fault-tolerance runs in
+test_fault_tolerance_ten_runs.py.
 """
 
 from __future__ import annotations
