@@ -97,12 +97,9 @@ def port_choice(start: int, low: int, high: int) -> Verdict:
                                   "one's range of ports for outgoing connections begins "
                                   f"at {start}, too low to leave room for its usual "
                                   "choice below that range")
-    return Verdict("below", f"the runner picks a port at random from the "
-                            f"{high - low + 1:,} just below {start}, where this "
-                            "machine's range of ports for outgoing connections begins, "
-                            "checks that a bind to it succeeds, closes it, and passes it "
-                            "as `MASTER_PORT`. It does not let the operating system pick "
-                            "one (a bind to port 0): that port would come from the "
-                            "outgoing range, where any other program's connection (gloo "
-                            "opens one per pair of ranks) could take it before rank 0 "
-                            "listens")
+    return Verdict("below", f"the runner picks one of the {high - low + 1:,} ports just "
+                            f"below {start}, where this machine's ports for outgoing "
+                            "connections begin, checks that it can bind it, and passes it "
+                            "as `MASTER_PORT`; a port the system picks (a bind to port 0) "
+                            "comes from the outgoing range, where any program's next "
+                            "connection could take it")
