@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
+import re
+
 from workers.verdicts import Verdict, verdict
+
+
+@verdict(
+    connect=dict(error="RuntimeError: [../gloo/transport/tcp/pair.h:282] Connect timeout "
+                       "[127.0.0.1]:4521"),
+    send=dict(error="RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:129] Timed out "
+                    "waiting 1000ms for send operation to complete"),
+    other=dict(error="RuntimeError: Connection reset by peer"),
+)
+def misnumbered_rank(error: str) -> Verdict:
+    """Which timer ended the rank that skipped a ``new_group``, from its error."""
+    if "Connect timeout" in error:
+        return Verdict("connect", "The timer that ended it is gloo's own, for connecting "
+                                  "to a peer (the `Connect timeout` of its `pair.h`), not "
+                                  "the group's `timeout=`: ranks 0 and 1 never accepted a "
+                                  "third member.")
+    waited = re.search(r"Timed out waiting (\d+ ?ms)", error)
+    if waited:
+        return Verdict("send", "This time its `new_group` returned, and the timer "
+                               "that ended it is the group's `timeout=` "
+                               f"({waited.group(1)}), in gloo's wait for the group's first "
+                               "send to complete: nobody was receiving.")
+    return Verdict("other", "Its error names no timer: it failed on talking to peers "
+                            "that never expected a third member.")
 
 
 @verdict(
