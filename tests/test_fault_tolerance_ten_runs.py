@@ -39,7 +39,8 @@ def check_by_hand(events: list[dict]) -> None:
     [killed] = [e for e in events if e["event"] == "killed"]
     assert killed["rank"] == 1 and killed["step"] >= 200
     group_0 = [e for e in printed if e["rank"] == 0]
-    assert [e["step"] for e in group_0] == [100, 200, 300, 400]  # group 0 went on
+    # group 0 went on to the end (a step it could not commit prints its count again)
+    assert sorted({e["step"] for e in group_0}) == [100, 200, 300, 400]
     assert group_0[0]["participants"] == 2  # together until group 1's line of step 200
     assert not [e for e in printed if e["rank"] == 1 and e["incarnation"] == 1]
 
