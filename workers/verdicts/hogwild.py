@@ -136,24 +136,26 @@ def thread_default(count: int, environ: Mapping[str, str]) -> Verdict:
 )
 def cpu_set_default(pinned: int, default: int, environ: Mapping[str, str]) -> Verdict:
     """What the interpreter started on one CPU (``taskset -c``) took as its thread count,
-    against this process's: whether a CPU set lowers the default here. A sentence."""
+    against this process's: whether a CPU set lowers the default here. A sentence, in
+    Markdown (the commands as code: Sphinx would curl their dashes)."""
     chosen = [f"{name}={environ[name]}" for name in THREAD_VARIABLES if environ.get(name)]
     if chosen:
-        return Verdict("set", f"Here {' and '.join(chosen)} in the environment decides "
+        return Verdict("set", f"Here `{'` and `'.join(chosen)}` in the environment decides "
                               f"the count, so the CPU set changed nothing: the pinned "
                               f"interpreter took {_threads(pinned)}, as this one did.")
     if pinned == 1:
-        return Verdict("lowered", f"On this build's wheel a CPU set (taskset, Slurm's "
-                                  f"CPU binding, docker --cpuset-cpus) lowers the default: "
+        return Verdict("lowered", f"On this build's wheel a CPU set (`taskset`, Slurm's "
+                                  f"CPU binding, `docker --cpuset-cpus`) lowers the "
+                                  f"default: "
                                   f"the pinned interpreter took 1 thread where this one "
                                   f"took {default}.")
     return Verdict("machine", f"On this build's wheel a CPU set does not lower the "
                               f"default: the interpreter pinned to one CPU still took "
                               f"{_threads(pinned)}. Without MKL (the Linux aarch64 wheels, "
                               f"for one) PyTorch counts the machine's cores with cpuinfo "
-                              f"(TaskThreadPoolBase::defaultNumThreads), not the CPUs the "
-                              f"set allows, so a job pinned to a few CPUs needs "
-                              f"torch.set_num_threads or OMP_NUM_THREADS of its own.")
+                              f"(`TaskThreadPoolBase::defaultNumThreads`), not the CPUs "
+                              f"the set allows, so a job pinned to a few CPUs needs "
+                              f"`torch.set_num_threads` or `OMP_NUM_THREADS` of its own.")
 
 
 _GRID = dict(processes=4, cores=2, default_threads=2, rule=1,
