@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from html import unescape
 from pathlib import Path
 
@@ -36,10 +38,30 @@ def as_user(command: str, timeout: float) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+@contextmanager
+def enterable_by_others(*paths: Path):
+    """Let other users pass through every folder above ``paths`` for the block (the x bit
+    for others, on the folders that lack it), then put each folder's mode back: the venv's
+    interpreter may be a pyenv Python under /root, which is 700 on many machines, and a
+    reader's own environment would be in a folder of their own."""
+    folders = {folder for path in paths for target in (path, path.resolve())
+               for folder in target.parents}
+    opened = {}
+    try:
+        for folder in sorted(folders):
+            mode = folder.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                opened[folder] = stat.S_IMODE(mode)
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+        yield
+    finally:
+        for folder, mode in opened.items():
+            folder.chmod(mode)
+
+
 def users_python() -> Path:
-    """This environment's Python, which the user must be able to run: its interpreter may
-    lie in a folder only root may enter (a pyenv under /root), and then the test cannot
-    stand for a reader who made their own environment."""
+    """This environment's Python, which the user must be able to run once the folders
+    above it may be passed through."""
     own = Path(sys.executable)
     done = as_user(f"{own} -c 'import torch, jupyter_book'", timeout=120)
     if done.returncode != 0:
@@ -70,7 +92,7 @@ def built_as_user():
     if subprocess.run(["id", USER], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "-m", USER], check=True, timeout=60)
     folder = Path(tempfile.mkdtemp(prefix="unprivileged-", dir="/tmp"))  # /tmp: anyone's
-    try:
+    with enterable_by_others(Path(sys.executable), ROOT), _cleaned(folder):
         python = users_python()
         clone = copy_of_the_clone(folder)
         subprocess.run(["chown", "-R", f"{USER}:{USER}", str(folder)], check=True,
@@ -83,6 +105,12 @@ def built_as_user():
             html = clone / "_build" / "_page" / f"book-{page}" / "html" / f"{page}.html"
             built[page] = (done, html.read_text() if html.exists() else "")
         yield built
+
+
+@contextmanager
+def _cleaned(folder: Path):
+    try:
+        yield
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
