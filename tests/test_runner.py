@@ -168,6 +168,17 @@ def test_a_child_is_not_forced_into_colour(monkeypatch):
     assert "FORCE_COLOR=1" in asked.output  # a run that asks for it keeps it
 
 
+def test_a_child_of_the_kernel_writes_without_forced_colour(monkeypatch):
+    from workers.runner import capture_child_output
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    with capture_child_output() as said:
+        subprocess.run([sys.executable, "-c", "import os, sys; "
+                        "print(os.environ.get('FORCE_COLOR')); sys.exit('a child failed')"])
+    assert said.text.splitlines() == ["None", "a child failed"]
+    assert os.environ["FORCE_COLOR"] == "1"  # the kernel's own setting is back
+
+
 def test_an_expected_failure_is_checked_exactly():
     result = quiet_run("workers.start_join", "fail", expect_returncode=1,
                        expect_output=r"rank 2 failed on purpose")

@@ -66,8 +66,9 @@ def set_threads(threads: int | None) -> int:
 def hogwild_steps(model, images, labels, steps: int, batch_size: int, lr: float,
                   generator: torch.Generator):
     """The Hogwild loop: ``steps`` SGD steps with momentum 0.9 (each process keeps its own
-    momentum buffer) on a model whose parameters are shared, yielding each step's loss. ``optimizer.step()`` writes straight into the weights every
-    other process is reading, with no lock; the gradients are this process's own."""
+    momentum buffer) on a model whose parameters are shared, yielding each step's loss.
+    ``optimizer.step()`` writes straight into the weights every other process is reading,
+    with no lock; the gradients are this process's own."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     for _ in range(steps):
         batch = torch.randint(len(labels), (batch_size,), generator=generator)

@@ -115,6 +115,11 @@ class RunResult:
         return "\n".join(self.output.splitlines()[-count:])
 
 
+# What a Jupyter kernel sets so that the tools its cells run write in colour (ipykernel's
+# zmqshell). From Python 3.13 on, a traceback is then coloured even in a pipe or a file.
+FORCED_COLOUR = ("FORCE_COLOR", "CLICOLOR_FORCE")
+
+
 def run(
     module: str,
     *args: str,
@@ -162,10 +167,8 @@ def run(
         "MASTER_PORT": str(free_port()),
         **(env or {}),
     }
-    # A Jupyter kernel sets FORCE_COLOR and CLICOLOR_FORCE for the tools its cells run
-    # (ipykernel's zmqshell); from Python 3.13 on, a traceback then comes in colour even down
-    # a pipe, escape codes and all. The child writes to a pipe here, as in a reader's shell.
-    for forced in ("FORCE_COLOR", "CLICOLOR_FORCE"):
+    # the kernel's forced colour is dropped: the child writes to a pipe, as in a shell
+    for forced in FORCED_COLOUR:
         if forced not in (env or {}):
             child_env.pop(forced, None)
     if program or any(str(arg).startswith("programs/") for arg in args):
@@ -319,10 +322,13 @@ class capture_child_output:
     For the few cells that start a process from the notebook's own kernel: a child inherits
     the kernel's file descriptors 1 and 2, and the kernel does not reliably forward what
     arrives on them. Inside the block both point to a temporary file; ``.text`` holds what
-    was written.
+    was written. The kernel's forced colour is lifted for the block, so a child writes to
+    the file as it would to any file (without it, Python 3.13 colours a child's traceback).
     """
 
     def __enter__(self) -> capture_child_output:
+        self._forced = {name: os.environ.pop(name) for name in FORCED_COLOUR
+                        if name in os.environ}
         self._file = tempfile.TemporaryFile(mode="w+b")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -339,3 +345,4 @@ class capture_child_output:
         self._file.seek(0)
         self.text = self._file.read().decode(errors="replace")
         self._file.close()
+        os.environ.update(self._forced)

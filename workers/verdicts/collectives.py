@@ -124,7 +124,8 @@ def _listing(values: Sequence[Sequence[float]]) -> str:
 
 @verdict(
     scratch=dict(before=[[1.0], [1.0], [1.0]], after=[[3.0], [2.0], [1.0]], backend="gloo"),
-    untouched=dict(before=[[1.0], [1.0], [1.0]], after=[[1.0], [1.0], [1.0]], backend="nccl"),
+    untouched=dict(before=[[1.0], [1.0], [1.0]], after=[[1.0], [1.0], [1.0]],
+                   backend="nccl"),
 )
 def reduce_off_the_root(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
                         backend: str) -> Verdict:
@@ -134,8 +135,8 @@ def reduce_off_the_root(before: Sequence[Sequence[float]], after: Sequence[Seque
         return Verdict("untouched", f"{backend} left their tensors as they were, "
                                     f"{_listing(after)}; another backend need not")
     return Verdict("scratch", f"their tensors went from {_listing(before)} to "
-                              f"{_listing(after)}: {backend} used them as scratch space, so "
-                              "read a reduce's result on its root only")
+                              f"{_listing(after)}: {backend} used them as scratch space, "
+                              "so read a reduce's result on its root only")
 
 
 @verdict(
