@@ -1144,7 +1144,7 @@ def without_py_spy(program, printed: dict[int, int], unread: str, args,
         say_main(f"$ kill -USR1 {printed[rank]}")
         os.kill(printed[rank], signal.SIGUSR1)
         time.sleep(0.3)  # faulthandler writes from the rank's own signal handler
-    say_main(f"$ python -m workers.hangs diagnose {program.pid}: not run, "
+    say_main(f"the diagnosis of pid {program.pid}: not run, "
              f"{UNREAD[unread]}, and the program serves no flight recorder to read instead")
     count, left = stop_job(program.pid)
     say_main(f"stopped the job: {count} processes, {left} left")
