@@ -116,3 +116,15 @@ def test_ranges_that_meet_as_printed_are_told_apart_only_just():
     apart = [against_gpipe([0.28, 0.30], [0.34, 0.37]), bubble_shrinks(1, 8, [0.55], [0.40]),
              reshard_timing([40.0, 45.0], [50.0, 55.0])]
     assert not any("just" in str(v) for v in apart), apart
+
+
+def test_counts_and_rank_lists_read_as_english():
+    from workers.verdicts import counted, ranks_named
+    from workers.verdicts.fault_tolerance import healed
+    from workers.verdicts.hangs import fr_trace_blame
+
+    assert [counted(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
+    assert ranks_named([2]) == "rank 2" and ranks_named([3, 0, 1]) == "ranks 0, 1 and 3"
+    assert "committed 1 step of its own" in healed([148], [1], 150).text
+    assert "blamed ranks 0 and 2, and the diagnosis rank 1" in fr_trace_blame(
+        [0, 2], [1], [0, 2, 3]).text

@@ -130,3 +130,16 @@ def faster(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str,
                                  f"in every repeat ({a_name} took {ratio(ma, mb)} as long)")
     return Verdict("inside", f"{what} took about as long with {a_name} as with {b_name}: "
                              f"their repeats overlap, {NOISE}")
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 step``, ``3 steps``: a count with its noun, singular or plural."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def ranks_named(ranks: Sequence[int]) -> str:
+    """``rank 2``, ``ranks 1 and 2``, ``ranks 0, 1 and 3``."""
+    listed = [str(rank) for rank in sorted(ranks)]
+    if len(listed) == 1:
+        return f"rank {listed[0]}"
+    return f"ranks {', '.join(listed[:-1])} and {listed[-1]}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, counted, order, ratio, verdict
 
 
 @verdict(
@@ -137,8 +137,9 @@ def healed(steps: Sequence[int], after: Sequence[int], final: int) -> Verdict:
     """The steps at which the group that came back healed, the steps it committed after
     each heal (until the next, or the end), and the step the job ended at."""
     if len(steps) == 1 and after[0] > 0:
-        return Verdict("once", f"It healed once, and then committed {after[0]} steps of "
-                               f"its own with group 0, to the end at step {final}.")
+        return Verdict("once", f"It healed once, and then committed "
+                               f"{counted(after[0], 'step')} of its own with group 0, to "
+                               f"the end at step {final}.")
     if len(steps) == 1:
         return Verdict("at_the_end", "It healed once, into the job's last steps, and "
                                      f"committed no step of its own before the end at step "
@@ -149,5 +150,5 @@ def healed(steps: Sequence[int], after: Sequence[int], final: int) -> Verdict:
     return Verdict("again", f"It healed {len(steps)} times, at steps {listed}: after a "
                             "heal it missed a commit that group 0 made (each group votes "
                             "on its own), was behind at the next quorum, and healed "
-                            f"again. It committed {sum(after)} steps of its own in all, "
-                            f"to the end at step {final}.")
+                            f"again. It committed {counted(sum(after), 'step')} of its "
+                            f"own in all, to the end at step {final}.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from workers.verdicts import Verdict, verdict
+from workers.verdicts import Verdict, ranks_named, verdict
 
 
 def _healthy(answer: str | None) -> bool | None:
@@ -90,16 +90,16 @@ def trace_page(answer: str) -> Verdict:
 def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -> Verdict:
     """Whom fr_trace called "Culprit rank" in a mismatch, against the diagnosis's culprits
     (the minority) and the ranks it found waiting (the majority)."""
-    named = ", ".join(map(str, sorted(blamed)))
+    named = ranks_named(blamed)
     if sorted(blamed) == sorted(culprits):
-        return Verdict("same", f"fr_trace blamed rank {named}, as the diagnosis did")
+        return Verdict("same", f"fr_trace blamed {named}, as the diagnosis did")
     if sorted(blamed) == sorted(waiting):
-        return Verdict("majority", f"fr_trace blamed ranks {named}, the majority: it "
-                                   f"takes the first dump it reads as the rule, here "
-                                   f"rank {', '.join(map(str, culprits))}'s, and the "
-                                   f"order it reads a folder in is the file system's")
-    return Verdict("other", f"fr_trace blamed rank {named}, and the diagnosis rank "
-                            f"{', '.join(map(str, culprits))}")
+        return Verdict("majority", f"fr_trace blamed {named}, the majority: it takes the "
+                                   f"first dump it reads as the rule, here "
+                                   f"{ranks_named(culprits)}'s, and the order it reads a "
+                                   f"folder in is the file system's")
+    return Verdict("other", f"fr_trace blamed {named}, and the diagnosis "
+                            f"{ranks_named(culprits)}")
 
 
 @verdict(
