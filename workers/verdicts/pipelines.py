@@ -55,6 +55,11 @@ def bubble_shrinks(fewest: int, most: int, at_fewest: Sequence[float],
                              "this run does not show the shrinking the formula predicts")
 
 
+def batches(count: int) -> str:
+    """``1 micro-batch``, ``4 micro-batches``."""
+    return f"{count} micro-batch" if count == 1 else f"{count} micro-batches"
+
+
 def listed(items: Sequence[str]) -> str:
     """``"a, b and c"``."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
@@ -131,9 +136,10 @@ def bubble_each(counts: Sequence[int], formulas: Sequence[float],
     missed = [(m, f) for m, f, values in rest if order(values, measured[0]) != "lower"]
     if not missed:
         return Verdict("every", f"Each larger number of micro-batches measured a smaller "
-                                f"bubble than {counts[0]}, beyond the run-to-run spread")
+                                f"bubble than the run with {batches(counts[0])}, beyond the run-to-run "
+                                "spread")
     text = (f"with {listed([str(m) for m, _ in missed])} micro-batches the bubble did not "
-            f"fall below {counts[0]}'s beyond the spread, though the formula gives "
+            f"fall below the one with {batches(counts[0])} beyond the spread, though the formula gives "
             f"{listed([shown(f) for _, f in missed])} against {shown(formulas[0])}: it "
             "counts only the schedule's slots, and leaves out the messages and the unequal "
             "times of the same work that the next paragraph shows")
