@@ -40,7 +40,9 @@ fail() { echo "local_slurm: $*" >&2; exit 1; }
 why_not() {  # one line saying why this machine cannot run the cluster, or nothing
     local missing=()
     for command in munged slurmctld slurmd sbatch; do
-        command -v "$command" >/dev/null 2>&1 || missing+=("$command")
+        # the daemons live in /usr/sbin, which a user's PATH often leaves out
+        PATH="$PATH:/usr/sbin:/sbin" command -v "$command" >/dev/null 2>&1 \
+            || missing+=("$command")
     done
     if (( ${#missing[@]} )); then
         echo "Slurm is not installed here (no ${missing[*]}): see scripts/local_slurm.sh"

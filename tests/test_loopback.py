@@ -205,7 +205,7 @@ def test_init_methods_routes_listen_on_loopback_but_the_default_store(wrapper, t
 
 
 def test_the_nosuch0_pitfall_still_fails_as_the_page_shows():
-    """gloo_on_loopback gives way to an interface the rank names itself."""
+    """sockets_on_loopback gives way to an interface the rank names itself."""
     completed = subprocess.run(python("-m", "workers.init_methods", "pitfalls"), cwd=ROOT,
                                capture_output=True, text=True, timeout=JOB_TIMEOUT)
     assert completed.returncode == 0, completed.stdout + completed.stderr
@@ -231,3 +231,17 @@ def test_under_torchrun_only_its_own_stores_listen_beyond_loopback(wrapper, tmp_
     assert listeners == {str(seen.root)}, beyond  # torchrun's agent, not a rank
     # torchrun's MASTER_ADDR is its hostname: the ranks reach its store there
     assert seen.elsewhere(but_ports={port for _, port in beyond}) == set()
+
+
+def test_both_backends_are_told_loopback_unless_the_reader_names_an_interface(monkeypatch):
+    """gloo's and nccl's sockets: `lo` where the reader named nothing, theirs where they did."""
+    from workers.job import sockets_on_loopback
+
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
+    sockets_on_loopback()
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo"
+    assert os.environ["NCCL_SOCKET_IFNAME"] == "ib0"
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME")
+    sockets_on_loopback()
+    assert os.environ["NCCL_SOCKET_IFNAME"] == "lo"

@@ -31,7 +31,7 @@ from workers import PRELOADS
 from workers.job import (
     Job,
     add_job_options,
-    gloo_on_loopback,
+    sockets_on_loopback,
     job_from_args,
     joined,
     loopback_store,
@@ -256,7 +256,7 @@ def mistakes(args, events: Events) -> int:
         say_main(f"DataLoader(sampler=..., shuffle=True) -> ValueError: {error}")
         events.emit("main", "mistake", mistake="sampler and shuffle", error=str(error))
     # device_ids on a CPU model: DDP refuses it in its constructor, so one rank shows it
-    gloo_on_loopback()
+    sockets_on_loopback()
     dist.init_process_group("gloo", store=loopback_store(0, 1, 0, timedelta(seconds=30)),
                             rank=0, world_size=1)
     try:

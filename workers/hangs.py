@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from workers.job import Job, gloo_on_loopback, job_from_args, loopback_store
+from workers.job import Job, sockets_on_loopback, job_from_args, loopback_store
 from workers.ranks import (
     REPOSITORY,
     Events,
@@ -211,7 +211,7 @@ def allow_tracers() -> bool:
 def rank_main(rank: int, job: Job, args) -> None:
     """One rank: serve its dumps, join the group, and hang the way ``args.demo`` says.
     The group's collectives wait ``--timeout`` seconds, the job's own deadline."""
-    gloo_on_loopback()  # gloo listens on 127.0.0.1 too
+    sockets_on_loopback()  # gloo listens on 127.0.0.1 too
     if getattr(args, "fr_buffer", None):  # the lab's full ring buffer
         os.environ["TORCH_FR_BUFFER_SIZE"] = str(args.fr_buffer)
     import_torch()

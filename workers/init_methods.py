@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from workers.job import Job, gloo_on_loopback, joined, started_as_rank, world_size_from
+from workers.job import Job, sockets_on_loopback, joined, started_as_rank, world_size_from
 from workers.ranks import (
     Events,
     Parser,
@@ -102,7 +102,7 @@ def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore
 
 def join_group(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
     """One rank: join the group, prove it works with an all_reduce, leave cleanly."""
-    gloo_on_loopback()  # the env:// and tcp:// stores listen everywhere: the page shows it
+    sockets_on_loopback()  # the env:// and tcp:// stores listen everywhere: the page shows it
     try:
         init(rank, world_size, meet)
     except (RuntimeError, OSError) as error:  # DistStoreError, DistNetworkError, ...
@@ -224,7 +224,7 @@ def pitfall(rank: int, world_size: int, meet: Rendezvous, name: str) -> None:
 def pitfall_rank(rank: int, world_size: int, meet: Rendezvous, name: str,
                  events: Events) -> None:
     """Run one rank of a pitfall; report its error in one line, and record it."""
-    gloo_on_loopback()  # unless the pitfall names another interface
+    sockets_on_loopback()  # unless the pitfall names another interface
     begin = time.time()
     try:
         pitfall(rank, world_size, meet, name)
@@ -268,7 +268,7 @@ def all_reduce_on(device: torch.device) -> str:
 def by_device_rank(rank: int, world_size: int, meets: list[Rendezvous], gpus: bool,
                    events: Events) -> None:
     """Each way of naming no single backend, in a group of its own, one after the other."""
-    gloo_on_loopback()
+    sockets_on_loopback()
     device = torch.device("cuda", rank) if gpus else torch.device("cpu", 0)
     if gpus:
         torch.cuda.set_device(device)
@@ -414,7 +414,7 @@ def demo_leftover_file(args, events: Events) -> int:
 def join_without_leaving(rank: int, world_size: int, meet: Rendezvous,
                          events: Events) -> None:
     """Join and all-reduce, then exit without destroy_process_group."""
-    gloo_on_loopback()
+    sockets_on_loopback()
     init(rank, world_size, meet)
     total = torch.tensor([rank])
     dist.all_reduce(total)
@@ -430,7 +430,7 @@ def join_late(rank: int, world_size: int, meet: Rendezvous, events: Events) -> N
 
 def crash_after_joining(rank: int, path: str, timeout: float) -> None:
     """Join, then die without clean-up, as a job killed by its scheduler or by OOM does."""
-    gloo_on_loopback()
+    sockets_on_loopback()
     dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=timeout))
     dist.barrier()  # both ranks have joined and written their keys
@@ -467,7 +467,7 @@ def time_arrivals(rank: int, world_size: int, warm_up: Rendezvous,
     ``late`` seconds first. The ranks start each join together (``ready``, a barrier of
     their own, since the group they just left is gone); the untimed ``warm_up`` join also
     waits for the last rank to start."""
-    gloo_on_loopback()
+    sockets_on_loopback()
     init(rank, world_size, warm_up)
     leave()
     for order, meet in meets:

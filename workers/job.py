@@ -11,7 +11,7 @@ A distributed demo has one shape wherever it runs:
 
 Started from a shell (``python -m workers.collectives p2p --world-size 4``), ``run_ranks``
 starts the ranks itself and they meet at a free port of 127.0.0.1, where rank 0's store
-listens on loopback alone, as gloo does (``loopback_store``, ``gloo_on_loopback``).
+listens on loopback alone, as gloo does (``loopback_store``, ``sockets_on_loopback``).
 Started by ``torchrun`` (or a script that sets ``RANK``, ``LOCAL_RANK`` and
 ``WORLD_SIZE``), this process *is* one rank, and the ranks meet through ``env://``. The
 init-methods chapter shows every route.
@@ -165,7 +165,7 @@ def joined(job: Job, rank: int, store=None):
     device = rank_device(job.backend, int(os.environ.get("LOCAL_RANK", rank)))
     timeout = timedelta(seconds=job.timeout)
     if ranks_on_this_machine(job.world_size) == job.world_size:  # no rank elsewhere
-        gloo_on_loopback()
+        sockets_on_loopback()
     if store is None and not job.started_as_rank:  # under a launcher, it holds the store
         store = loopback_store(rank, job.world_size, job.port, timeout)
     dist.init_process_group(
@@ -202,11 +202,13 @@ def loopback_store(rank: int, world_size: int, port: int, timeout: timedelta):
                          master_listen_fd=listening)
 
 
-def gloo_on_loopback() -> None:
-    """gloo's connections between ranks on 127.0.0.1: told no interface
+def sockets_on_loopback() -> None:
+    """The backends' connections between ranks on 127.0.0.1: told no interface
     (``GLOO_SOCKET_IFNAME``), gloo listens on the address this machine's hostname resolves
-    to. A reader's own setting wins."""
+    to, and nccl opens its sockets (its bootstrap, between ranks on one machine) on the
+    first interface it likes (``NCCL_SOCKET_IFNAME``). A reader's own settings win."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
 def rank_device(backend: str, local_rank: int):

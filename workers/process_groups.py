@@ -26,7 +26,7 @@ import torch.distributed as dist
 from workers.job import (
     Job,
     add_job_options,
-    gloo_on_loopback,
+    sockets_on_loopback,
     job_from_args,
     joined,
     loopback_store,
@@ -165,7 +165,7 @@ def no_backend_given(rank: int, job: Job, events: Events) -> None:
     """What init_process_group() sets up when it is told no backend, and asking for two."""
     wait = timedelta(seconds=job.timeout)
     if ranks_on_this_machine(job.world_size) == job.world_size:  # as joined() does
-        gloo_on_loopback()
+        sockets_on_loopback()
     store = None  # under a launcher, it holds the store
     if not job.started_as_rank:
         store = loopback_store(rank, job.world_size, job.port, wait)

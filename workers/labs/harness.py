@@ -812,9 +812,9 @@ def join(rank: int, plan: Plan, calls: Calls) -> None:
 
     import torch.distributed as dist
 
-    from workers.job import gloo_on_loopback
+    from workers.job import sockets_on_loopback
 
-    gloo_on_loopback()  # the store listens on 127.0.0.1 (serve_store), and gloo too
+    sockets_on_loopback()  # the store listens on 127.0.0.1 (serve_store), and gloo too
     with calls.logged("init_process_group (the checker's)"):
         dist.init_process_group(
             "gloo", store=job_store(plan.group_timeout), rank=rank,
