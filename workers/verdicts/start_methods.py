@@ -169,8 +169,9 @@ def ranks_started(spawn: Sequence[float], forkserver: Sequence[float],
                                       "saves more.")
     if where == "higher":
         return Verdict("higher", f"{said}: here `spawn` was faster for every rank, its "
-                                 f"{n} imports of PyTorch side by side taking less time "
-                                 "than the server's one.")
+                                 f"{n} start-ups side by side taking less time than the "
+                                 "server's own start-up, its import of `torch` and "
+                                 "`torch.distributed`, and its forks.")
     return Verdict("inside", f"{said}: the two overlap, {NOISE}: here the {n} imports of "
                              "`spawn`, side by side, took about as long as the server's "
                              "one.")
