@@ -17,10 +17,11 @@ from workers.verdicts import Verdict, verdict
 def misnumbered_rank(error: str) -> Verdict:
     """Which timer ended the rank that skipped a ``new_group``, from its error."""
     if "Connect timeout" in error:
-        return Verdict("connect", "The timer that ended it is gloo's own, for connecting "
-                                  "to a peer (the `Connect timeout` of its `pair.h`), not "
-                                  "the group's `timeout=`: ranks 0 and 1 never accepted a "
-                                  "third member.")
+        return Verdict("connect", "The timer that ended it is gloo's, for connecting "
+                                  "to a peer (the `Connect timeout` of its `pair.h`): not "
+                                  "the group's `timeout=` itself, though a longer one "
+                                  "lengthens it. Ranks 0 and 1 never accepted a third "
+                                  "member.")
     waited = re.search(r"Timed out waiting (\d+ ?ms)", error)
     if waited:
         return Verdict("send", "This time its `new_group` returned, and the timer "
