@@ -35,7 +35,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from workers.job import Job, joined, run_ranks
+from workers.job import Job, joined, loopback_store, run_ranks
 from workers.ranks import (
     REPOSITORY,
     Events,
@@ -130,15 +130,6 @@ def serve_on_loopback() -> None:
 
     on_loopback.on_loopback = True
     torchft.manager.ManagerServer = on_loopback
-
-
-def loopback_store(timeout: timedelta, port: int = 0) -> dist.TCPStore:
-    """A TCPStore that listens on 127.0.0.1 only: TCPStore binds every interface, unless it
-    is handed a socket that listens already."""
-    listener = socket.create_server((LOOPBACK, port))
-    return dist.TCPStore(LOOPBACK, listener.getsockname()[1], is_master=True,
-                         wait_for_workers=False, timeout=timeout,
-                         master_listen_fd=listener.detach())
 
 
 def state_functions(model: nn.Module, optimizer: torch.optim.Optimizer):
@@ -332,7 +323,7 @@ def group_process(group: int, args, lighthouse: str, start, joined, progress, fi
     if rejoining and not start.wait(args.timeout):  # ready: wait for the others to go on
         say(group, f"{job}: not let back in within {args.timeout:g} s")
         sys.exit(1)
-    store = loopback_store(timeout)
+    store = loopback_store(0, None, 0, timeout)
     model = make_model(args.width)
     inner = make_optimizer(model)
     state_dict, load_state_dict = recorded_state_functions(
@@ -532,7 +523,7 @@ def ddp_rank(rank: int, job: Job, args) -> None:
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         store = None  # torchrun's agent serves the store already: env:// finds it
     elif rank == 0:
-        store = loopback_store(timeout, port)
+        store = loopback_store(0, None, port, timeout)
     else:
         store = dist.TCPStore(LOOPBACK, port, is_master=False, timeout=timeout)
     checkpoint = Path(args.checkpoint_dir) / "last.pt" if args.checkpoint_dir else None

@@ -183,14 +183,16 @@ def joined(job: Job, rank: int, store=None):
         dist.destroy_process_group()
 
 
-def loopback_store(rank: int, world_size: int, port: int, timeout: timedelta):
+def loopback_store(rank: int, world_size: int | None, port: int, timeout: timedelta):
     """The store of a job whose ranks all run on this machine, on 127.0.0.1 alone.
 
     Rank 0 serves it on a socket it has bound to 127.0.0.1 and hands over (the store owns
     it from then on: ``detach`` gives up its descriptor); the other ranks connect there. A
     ``TCPStore`` that binds its own socket, as ``init_process_group`` makes it for a
     ``tcp://`` or ``env://`` address, listens on every address of the machine whatever the
-    address says. ``port`` 0: rank 0 takes a free one (a job of one rank).
+    address says. ``port`` 0: rank 0 takes a free one (a job of one rank). ``world_size``
+    None: a store for clients that come and go (torchft's groups), which rank 0 does not
+    wait for.
     """
     import torch.distributed as dist
 
