@@ -34,7 +34,7 @@ def main(rank: int, world_size: int) -> None:
     dist.all_gather(everyone, weights)
     print(f"[rank {rank}] same weights as every rank: "
           f"{all(torch.equal(weights, w) for w in everyone)}", flush=True)
-    del model  # a DDP model freed after its gloo group can hang at exit
+    del model  # freed after its gloo group, DDP can hang at exit (pytorch#56297)
     dist.destroy_process_group()
 
 
