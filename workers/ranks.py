@@ -232,6 +232,38 @@ def _quota_v1(group: Path) -> float | None:
         return None
 
 
+def memory_limit(groups: str = "/proc/self/cgroup",
+                 root: str = "/sys/fs/cgroup") -> int | None:
+    """The bytes this process's control group may use (``docker -m``, a Kubernetes memory
+    limit, Slurm's ``--mem``), which ``psutil.virtual_memory`` does not see, or None where
+    there is none: the smallest ``memory.max`` (cgroup v2) or ``memory.limit_in_bytes``
+    (v1, a huge number for none) from this process's group up to the mount's root."""
+    try:
+        lines = Path(groups).read_text().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        if line.count(":") < 2:
+            continue
+        _, controllers, group = line.split(":", 2)
+        if controllers == "":
+            mount, name = Path(root), "memory.max"
+        elif "memory" in controllers.split(","):
+            mount, name = Path(root) / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        parts = [part for part in group.split("/") if part]
+        for depth in range(len(parts), -1, -1):
+            try:
+                text = mount.joinpath(*parts[:depth], name).read_text().strip()
+            except OSError:
+                continue
+            if text.isdigit() and int(text) < 2**60:
+                limits.append(int(text))
+    return min(limits) if limits else None
+
+
 def physical_cores() -> int:
     """The cores this process may keep busy at once, a core's hyper-threads counted once:
     those its affinity allows (``affinity_cores``), no more than a CPU quota

@@ -16,25 +16,26 @@ from workers.verdicts.cores import quota_phrase
     quota=dict(affinity=64, quota=3.5),
 )
 def cores_for_ranks(affinity: int, quota: float | None = None) -> Verdict:
-    """This machine's cores (hyper-threads counted once) that this process's affinity
-    allows, and its CPU quota in CPUs (None where there is none), against the ranks a run
-    starts."""
+    """The cores (hyper-threads counted once) that this process's affinity allows, and
+    its CPU quota in CPUs (None where there is none), against the ranks a run starts."""
     if quota is not None and math.ceil(quota) < affinity:
         cores = max(1, math.ceil(quota))
         limit = (f"A{quota_phrase(quota)[1:]} lets this build's processes keep "
                  f"{'one core' if cores == 1 else f'{cores} cores'} busy at a time, of "
-                 f"the {affinity} cores this machine lets them run on")
+                 f"the {affinity} cores their CPU affinity allows")
         if cores == 1:
             return Verdict("quota_one", f"{limit}: every run of two or more ranks shares "
                                         "that one, and its times include waiting for it.")
-        return Verdict("quota", f"{limit}: a run of more than {cores} ranks keeps more "
+        covered = math.floor(quota)  # 4 busy ranks need 4 CPUs' worth: more than 3.5
+        return Verdict("quota", f"{limit}: a run of more than "
+                                f"{covered} rank{'s' * (covered != 1)} keeps more "
                                 f"processes busy than the quota covers, which then take "
                                 "turns, and its times include waiting for one.")
     if affinity == 1:
-        return Verdict("one", "This machine has one core (hyper-threads counted once): "
-                              "every run of two or more ranks shares it, and its times "
-                              "include waiting for it.")
-    return Verdict("several", f"This machine has {affinity} cores (hyper-threads counted "
-                              f"once): a run of more than {affinity} ranks starts more "
-                              "processes than there are cores, which then share them, and "
-                              "its times include waiting for one.")
+        return Verdict("one", "This build may use one core (its CPU affinity, "
+                              "hyper-threads counted once): every run of two or more "
+                              "ranks shares it, and its times include waiting for it.")
+    return Verdict("several", f"This build may use {affinity} cores (its CPU affinity, "
+                              f"hyper-threads counted once): a run of more than {affinity} "
+                              "ranks starts more processes than there are cores, which then "
+                              "share them, and its times include waiting for one.")
