@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, order, verdict
+from workers.verdicts import NOISE, Verdict, meet_as_shown, order, verdict
 from workers.verdicts.cores import quota_phrase
 
 
@@ -40,6 +40,9 @@ def processes_held(busiest: float, cpus: int, quota: float | None) -> Verdict:
 
 @verdict(
     faster=dict(threads=[2.1, 2.2, 2.3], processes=[1.1, 1.2, 1.25], busiest=1.9, cpus=2),
+    faster_just=dict(threads=[1.0, 1.02, 1.05], processes=[0.96, 0.98, 0.99], busiest=1.9,
+                     cpus=16),
+    slower_busy=dict(threads=[2.1, 2.2], processes=[2.4, 2.5], busiest=1.9, cpus=16),
     slower=dict(threads=[2.1, 2.2, 2.3], processes=[2.6, 2.8, 3.0], busiest=1.1, cpus=16),
     slower_one_cpu=dict(threads=[2.1, 2.2], processes=[2.4, 2.5], busiest=0.98, cpus=1),
     slower_quota=dict(threads=[2.1, 2.2], processes=[2.4, 2.5], busiest=0.99, cpus=64,
@@ -56,12 +59,22 @@ def processes_against_threads(threads: Sequence[float], processes: Sequence[floa
     there is none). What held the processes is worded by ``processes_held``."""
     held = processes_held(busiest, cpus, quota)
     where = order(processes, threads)
+    low, high = min(threads) / max(processes), max(threads) / min(processes)
+    if where == "lower" and (f"{low:.1f}" == "1.0"
+                             or meet_as_shown(processes, threads, lambda s: f"{s:.2f}")):
+        return Verdict("faster_just", "only just faster in processes: every repeat was "
+                                      "below every one in threads, but by little "
+                                      f"({low:.2f} to {high:.2f} times as fast), with up "
+                                      f"to {busiest:.2f} logical CPUs busy")
     if where == "lower":
         return Verdict("faster", f"{min(threads) / max(processes):.1f} to "
                                  f"{max(threads) / min(processes):.1f} times as fast in "
                                  "processes, beyond the spread of the repeats, with up to "
                                  f"{busiest:.2f} logical CPUs busy")
     if where == "higher":
+        if held.outcome == "busy":  # both processes ran: that is not why they were slower
+            return Verdict("slower_busy", "slower in processes this time, beyond the "
+                                          f"spread of the repeats, though {held}")
         outcome = {"one_cpu": "slower_one_cpu", "quota": "slower_quota"}.get(held.outcome,
                                                                            "slower")
         return Verdict(outcome, "slower in processes this time, beyond the spread of the "
@@ -88,8 +101,8 @@ def threads_busy(busiest: float, gil: bool, free_threaded: bool, version: str) -
     if gil:
         if busiest >= 1.2:
             raise ValueError(f"threads with the GIL kept {busiest:.2f} CPUs busy")
-        one = (f"The threads never kept more than {busiest:.2f} logical CPUs busy (CPU "
-               "time over wall time), one at a time, under the GIL")
+        one = (f"The threads kept at most {busiest:.2f} logical CPUs busy (CPU time over "
+               "wall time), about one, taking turns under the GIL")
         if not free_threaded:
             return Verdict("gil", f"{one} of this build's Python ({version}, CPython's "
                                   f"standard build). {why}")
