@@ -162,7 +162,7 @@ def ranks_started(spawn: Sequence[float], forkserver: Sequence[float],
                                 f"{'one core' if cores == 1 else f'{cores} cores'}.")
     if where == "lower":
         return Verdict("lower_cores", f"{said}: every rank sooner, {by}, though this "
-                                      f"machine has a core for each of the {n} ranks, so "
+                                      f"build may use a core for each of the {n} ranks, so "
                                       f"the {n} imports of `spawn` could run side by side. "
                                       "Where ranks outnumber the cores, those imports "
                                       "take turns on them, and the server's single import "
@@ -172,9 +172,7 @@ def ranks_started(spawn: Sequence[float], forkserver: Sequence[float],
                                  f"{n} start-ups side by side taking less time than the "
                                  "server's own start-up, its import of `torch` and "
                                  "`torch.distributed`, and its forks.")
-    return Verdict("inside", f"{said}: the two overlap, {NOISE}: here the {n} imports of "
-                             "`spawn`, side by side, took about as long as the server's "
-                             "one.")
+    return Verdict("inside", f"{said}: the two overlap, {NOISE}.")
 
 
 @verdict(
