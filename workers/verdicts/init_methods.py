@@ -47,11 +47,11 @@ def default_timeouts(gloo_minutes: float, nccl_minutes: float | None) -> Verdict
     ``torch.distributed.constants.default_pg_timeout`` and ``default_pg_nccl_timeout``,
     which is None in a build without NCCL (the CPU wheels, aarch64's CPU builds)."""
     if nccl_minutes is None:
-        return Verdict("no_nccl", f"{gloo_minutes:g} minutes for `gloo` (this build of "
-                                  "PyTorch has no `nccl`, and so no default of its own for "
-                                  "it)")
-    return Verdict("both", f"{gloo_minutes:g} minutes for `gloo` and {nccl_minutes:g} for "
-                           "`nccl`")
+        return Verdict("no_nccl", f"default of {gloo_minutes:g} minutes for `gloo` (this "
+                                  "build of PyTorch has no `nccl`, and so no default of its "
+                                  "own for it)")
+    return Verdict("both", f"defaults of {gloo_minutes:g} minutes for `gloo` and "
+                           f"{nccl_minutes:g} for `nccl`")
 
 
 @verdict(
@@ -96,7 +96,9 @@ def port_choice(start: int, low: int, high: int) -> Verdict:
                                   "as `MASTER_PORT`. On most machines it does not: this "
                                   "one's range of ports for outgoing connections begins "
                                   f"at {start}, too low to leave room for its usual "
-                                  "choice below that range")
+                                  "choice below that range, so the port comes from the "
+                                  "outgoing range, where any program's next connection "
+                                  "could take it")
     return Verdict("below", f"the runner picks one of the {high - low + 1:,} ports just "
                             f"below {start}, where this machine's ports for outgoing "
                             "connections begin, checks that it can bind it, and passes it "
