@@ -189,7 +189,8 @@ def elastic(rank: int, events: Events, args) -> None:
                 state = {"model": model.module.state_dict(),
                          "optimizer": optimizer.state_dict(), "step": step}
                 torch.save(state, checkpoint.with_suffix(".partial"))
-                # renamed into place: a checkpoint is never seen half-written
+                # renamed into place: a crashed process never leaves it half-written
+                # (a machine losing power might: nothing here calls os.fsync first)
                 os.replace(checkpoint.with_suffix(".partial"), checkpoint)
             dist.barrier()  # nobody goes on before the checkpoint is complete
     if rank == 0:
