@@ -47,10 +47,13 @@ def went_on(torchrun: float, torchft: float, heartbeat: float) -> Verdict:
     lighthouse = (f"the lighthouse gives up on a group after {heartbeat:g} s without a "
                   "heartbeat")
     if torchrun > 1.5 * torchft:
+        default = 5.0  # the lighthouse's --heartbeat_timeout_ms default, in seconds
+        slower = (f" (at the default of {default:g} s, torchft's wait would have outlasted "
+                  "torchrun's restart)" if torchft - heartbeat + default > torchrun else "")
         return Verdict("torchft_sooner", f"{said}, {ratio(torchrun, torchft)} as long. "
                                          f"torchft's wait was the lighthouse's: "
-                                         f"{lighthouse}; torchrun's was starting two new "
-                                         "processes, each importing PyTorch")
+                                         f"{lighthouse}{slower}; torchrun's was starting two "
+                                         "new processes, each importing PyTorch")
     if torchft > 1.5 * torchrun:
         return Verdict("torchrun_sooner", f"{said}: torchrun went on first this time, "
                                           f"since {lighthouse}")
