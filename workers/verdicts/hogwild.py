@@ -7,18 +7,28 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, meet_as_shown, order, ratio, verdict
 
 
 @verdict(
     faster=dict(one=[0.61, 0.64, 0.66], hog=[0.40, 0.42, 0.45]),
     slower=dict(one=[0.40, 0.42, 0.45], hog=[0.61, 0.64, 0.66]),
     inside=dict(one=[0.41, 0.44, 0.50], hog=[0.40, 0.46, 0.52]),
+    faster_just=dict(one=[1.003, 1.05, 1.10], hog=[0.95, 0.98, 1.001]),
+    slower_just=dict(one=[0.95, 0.98, 1.001], hog=[1.003, 1.05, 1.10]),
 )
 def hogwild_speed(one: Sequence[float], hog: Sequence[float]) -> Verdict:
     """Seconds for the same number of updates: one process against the Hogwild processes,
     every repeat of each."""
     where = order(hog, one)
+    low, high = (min(one) / max(hog), max(one) / min(hog)) if where == "lower" else (
+        min(hog) / max(one), max(hog) / min(one))
+    if where != "inside" and (f"{low:.1f}" == "1.0"  # ranges the page prints as meeting
+                              or meet_as_shown(hog, one, lambda x: f"{x:.2f}")):
+        faster = "faster" if where == "lower" else "slower"
+        return Verdict(f"{faster}_just", f"Hogwild was only just {faster}: every repeat "
+                                         "beyond the other's, but by little "
+                                         f"({low:.2f} to {high:.2f} times)")
     if where == "lower":
         return Verdict("faster", f"Hogwild was faster, {min(one) / max(hog):.1f} to "
                                  f"{max(one) / min(hog):.1f} times, beyond the spread of "
@@ -34,10 +44,14 @@ def hogwild_speed(one: Sequence[float], hog: Sequence[float]) -> Verdict:
     overlap=dict(one=[91.8, 92.1, 92.4], hog=[91.5, 92.0, 92.6]),
     lower=dict(one=[92.1, 92.3, 92.4], hog=[88.9, 89.6, 90.4]),
     higher=dict(one=[88.9, 89.6, 90.4], hog=[92.1, 92.3, 92.4]),
+    just=dict(one=[92.14, 92.14, 92.14], hog=[89.4, 90.6, 92.06]),
 )
 def hogwild_accuracy(one: Sequence[float], hog: Sequence[float]) -> Verdict:
     """Test accuracy (%) after the same number of updates: one process against Hogwild."""
     where = order(hog, one)
+    if where != "inside" and meet_as_shown(hog, one, lambda x: f"{x:.1f}"):
+        return Verdict("just", f"Hogwild's {'lower' if where == 'lower' else 'higher'}, "
+                               "but only just: the printed ranges meet")
     if where == "lower":
         return Verdict("lower", "Hogwild's lower, beyond the spread. Stale updates are one "
                                 "cause; each process's own batch order and momentum are "
@@ -62,7 +76,8 @@ def queue_reuse(queue: str, new: Sequence[float], reused: Sequence[float]) -> Ve
     where = order(reused, new)
     if where == "higher":
         times = ratio(statistics.median(reused), statistics.median(new))
-        return Verdict("more", f"through a {queue}, reusing buffers moved {times} as many "
+        times = "slightly more" if times == "1.0 times" else f"{times} as many"
+        return Verdict("more", f"through a {queue}, reusing buffers moved {times} "
                                "tensors per second, beyond the spread of the repeats")
     if where == "lower":
         return Verdict("fewer", f"through a {queue}, reusing buffers moved fewer tensors "
@@ -131,6 +146,7 @@ def thread_default(count: int, environ: Mapping[str, str]) -> Verdict:
 
 @verdict(
     lowered=dict(pinned=1, default=2, environ={}),
+    one_cpu=dict(pinned=1, default=1, environ={}),
     machine=dict(pinned=72, default=72, environ={}),
     set=dict(pinned=1, default=1, environ={"OMP_NUM_THREADS": "1"}),
 )
@@ -143,6 +159,10 @@ def cpu_set_default(pinned: int, default: int, environ: Mapping[str, str]) -> Ve
         return Verdict("set", f"Here `{'` and `'.join(chosen)}` in the environment decides "
                               f"the count, so the CPU set changed nothing: the pinned "
                               f"interpreter took {_threads(pinned)}, as this one did.")
+    if pinned == default == 1:
+        return Verdict("one_cpu", "This process may use one CPU only, so the test says "
+                                  "nothing: pinned to one CPU or not, the interpreter took "
+                                  "1 thread.")
     if pinned == 1:
         return Verdict("lowered", f"On this build's wheel a CPU set (`taskset`, Slurm's "
                                   f"CPU binding, `docker --cpuset-cpus`) lowers the "
@@ -297,6 +317,8 @@ def split_cores(processes: int, threads: int, default_named: str,
         "lower": ("less, beyond the spread of the repeats", "slower"),
         "inside": (f"the ranges overlap, {NOISE}", "inside"),
     }[where]
+    if where != "inside" and meet_as_shown(split_rates, one_rates, lambda r: f"{r:,.0f}"):
+        answer = answer.replace("beyond", "only just beyond")  # the printed ranges meet
     name = {"higher": "more", "lower": "fewer", "inside": "overlap"}[where]
     if train == expected:
         return Verdict(f"{name}_same", f"{head}{answer}, the answer the train demo gave")
