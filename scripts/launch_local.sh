@@ -11,6 +11,8 @@
 # PYTHON names the interpreter (default: python on the PATH, e.g. an activated virtualenv).
 set -euo pipefail
 
+((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 403)) || {  # wait -n came with bash 4.3
+    echo "$0 needs bash 4.3 or newer (for wait -n), not $BASH_VERSION" >&2; exit 2; }
 if [[ $# -lt 2 || ! $1 =~ ^[1-9][0-9]*$ ]]; then
     echo "usage: $0 NPROC PROGRAM.py|MODULE [ARGS...]  (NPROC a whole number of at least 1)" >&2
     exit 2
