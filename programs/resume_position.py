@@ -39,7 +39,8 @@ def main(rank, world_size, folder):
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
-    folder = os.path.join(tempfile.gettempdir(), f"resume-{os.environ['MASTER_PORT']}")
+    folder = os.path.join(tempfile.gettempdir(),  # one per user and job: /tmp is shared
+                          f"resume-{os.getuid()}-{os.environ['MASTER_PORT']}")
     if "RANK" in os.environ:  # started by torchrun: this process is one rank
         main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), folder)
     else:
