@@ -112,6 +112,30 @@ def test_no_cgroups_no_quota(tmp_path):
     assert workers.ranks.cpu_quota(str(tmp_path / "absent"), str(tmp_path)) is None
 
 
+def fake_memory(root: Path, groups: str, files: dict[str, str]) -> int | None:
+    """The limit ``memory_limit`` reads from a fake /proc/self/cgroup and cgroup mount."""
+    fake_cgroups(root, groups, files)
+    return workers.ranks.memory_limit(str(root / "self-cgroup"), str(root / "mount"))
+
+
+def test_cgroup_v2_the_smallest_memory_limit_up_the_tree_counts(tmp_path):
+    # docker -m 4g inside a slice limited to 2 GiB; the root has no limit ("max")
+    assert fake_memory(tmp_path, "0::/slice/c1\n", {
+        "mount/slice/c1/memory.max": f"{4 * 2**30}\n",
+        "mount/slice/memory.max": f"{2 * 2**30}\n",
+        "mount/memory.max": "max\n",
+    }) == 2 * 2**30
+
+
+def test_cgroup_v1_memory_limit_and_none(tmp_path):
+    # v1 writes a huge number where there is no limit
+    assert fake_memory(tmp_path, "4:memory:/docker/abc\n", {
+        "mount/memory/memory.limit_in_bytes": f"{2**30}\n"}) == 2**30
+    assert fake_memory(tmp_path / "none", "4:memory:/\n", {
+        "mount/memory/memory.limit_in_bytes": "9223372036854771712\n"}) is None
+    assert workers.ranks.memory_limit(str(tmp_path / "absent"), str(tmp_path)) is None
+
+
 @pytest.mark.parametrize("cores", [1, 2, 16, 64])
 def test_ranks_times_threads_stay_within_the_cores(cores, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

@@ -190,29 +190,35 @@ def cpu_quota(groups: str = "/proc/self/cgroup",
     is then the container's own group). ``groups`` lists this process's groups, ``root`` is
     where Linux mounts them.
     """
+    quotas = [quota for v2, group in _control_groups(groups, root, "cpu")
+              for quota in [(_quota_v2 if v2 else _quota_v1)(group)] if quota is not None]
+    return min(quotas) if quotas else None
+
+
+def _control_groups(groups: str, root: str, controller: str):
+    """``(v2, folder)`` for each control group that may limit this process on
+    ``controller``: from its own group up to the root of each hierarchy that carries the
+    controller (v2's single one, or v1's own mount, under its name or the joined names
+    of the controllers mounted with it)."""
     try:
         lines = Path(groups).read_text().splitlines()
     except OSError:
-        return None
-    quotas = []
+        return
     for line in lines:
         if line.count(":") < 2:
             continue
         _, controllers, group = line.split(":", 2)
         if controllers == "":  # the v2 hierarchy
-            mounts, read = [Path(root)], _quota_v2
-        elif "cpu" in controllers.split(","):
-            mounts = [Path(root) / "cpu", Path(root) / controllers]
-            read = _quota_v1
+            v2, mounts = True, [Path(root)]
+        elif controller in controllers.split(","):
+            v2, mounts = False, list(dict.fromkeys([Path(root) / controller,
+                                                    Path(root) / controllers]))
         else:
             continue
         parts = [part for part in group.split("/") if part]
         for mount in mounts:
             for depth in range(len(parts), -1, -1):
-                quota = read(mount.joinpath(*parts[:depth]))
-                if quota is not None:
-                    quotas.append(quota)
-    return min(quotas) if quotas else None
+                yield v2, mount.joinpath(*parts[:depth])
 
 
 def _quota_v2(group: Path) -> float | None:
@@ -238,29 +244,15 @@ def memory_limit(groups: str = "/proc/self/cgroup",
     limit, Slurm's ``--mem``), which ``psutil.virtual_memory`` does not see, or None where
     there is none: the smallest ``memory.max`` (cgroup v2) or ``memory.limit_in_bytes``
     (v1, a huge number for none) from this process's group up to the mount's root."""
-    try:
-        lines = Path(groups).read_text().splitlines()
-    except OSError:
-        return None
     limits = []
-    for line in lines:
-        if line.count(":") < 2:
+    for v2, group in _control_groups(groups, root, "memory"):
+        try:
+            name = "memory.max" if v2 else "memory.limit_in_bytes"
+            text = group.joinpath(name).read_text()
+        except OSError:
             continue
-        _, controllers, group = line.split(":", 2)
-        if controllers == "":
-            mount, name = Path(root), "memory.max"
-        elif "memory" in controllers.split(","):
-            mount, name = Path(root) / "memory", "memory.limit_in_bytes"
-        else:
-            continue
-        parts = [part for part in group.split("/") if part]
-        for depth in range(len(parts), -1, -1):
-            try:
-                text = mount.joinpath(*parts[:depth], name).read_text().strip()
-            except OSError:
-                continue
-            if text.isdigit() and int(text) < 2**60:
-                limits.append(int(text))
+        if text.strip().isdigit() and int(text) < 2**60:
+            limits.append(int(text))
     return min(limits) if limits else None
 
 
