@@ -805,6 +805,7 @@ def diagnose(target: int, events: Events, world_size=None, wait: float = 30.0,
         write_dumps(dumps, save_dumps)
     events.emit("main", "diagnosis", t=began, t_end=time.time(), t_hung=hung,
                 seconds=looked, verdict=asdict(verdict), unread=reasons,
+                all_unread=bool(processes) and all(p.unread for p in processes.values()),
                 ranks={rank: summary(processes[rank], recorders[rank])
                        for rank in processes},
                 **(debug_server_answers(processes) if debug_server else {}))

@@ -106,20 +106,27 @@ def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -
     read=dict(plain="read", ranks=[]),
     plain_refused=dict(plain="refused", ranks=[]),
     refused=dict(plain="refused", ranks=["refused"]),
+    refused_some=dict(plain="read", ranks=["refused"], every=False),
     free_threaded=dict(plain="free-threaded", ranks=["free-threaded"]),
     failed=dict(plain="read", ranks=["failed"]),
 )
-def stacks_here(plain: str, ranks: list[str]) -> Verdict:
+def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
     """Whether py-spy read the stacks in this build: ``plain``, what it did with the plain
     program ("read", "refused" or "free-threaded"); ``ranks``, why it read no stacks of
     some of the book's ranks in the five hangs (a key of ``workers.hangs.UNREAD`` each;
-    empty when it read them all). A sentence."""
+    empty when it read them all); ``every``, whether it read no rank of any hang. A
+    sentence."""
     if "free-threaded" in (plain, *ranks):
         return Verdict("free_threaded", "This build's Python is free-threaded, whose "
                                         "stacks py-spy 0.4 cannot read: the diagnoses "
                                         "below read the flight recorders alone, and the "
                                         "plain program, which serves none, could not be "
                                         "diagnosed.")
+    if "refused" in ranks and not every:
+        return Verdict("refused_some", "Here the kernel refused py-spy some of the book's "
+                                       "ranks (another user's processes, or a container "
+                                       "without SYS_PTRACE): the diagnoses below read their "
+                                       "flight recorders alone.")
     if "refused" in ranks:
         return Verdict("refused", "Here the kernel refused py-spy every rank, the book's "
                                   "too (another user's processes, Yama's ptrace_scope at 2 "
