@@ -27,7 +27,8 @@ def main(rank, world_size, folder):
     torch.manual_seed(rank)
     state, rng = {"done": 0}, f"rng{rank}"  # a key per rank: DCP saves a shared name once
     first = train(rank, world_size, state, steps=8)  # stops in epoch 1
-    dcp.save({**state, rng: torch.get_rng_state()}, checkpoint_id=folder)  # and the weights
+    # a real loop saves its model's and optimizer's state in the same call
+    dcp.save({**state, rng: torch.get_rng_state()}, checkpoint_id=folder)
     torch.manual_seed(99)  # as a new process: another random state, at position 0
     state = {"done": 0, rng: torch.get_rng_state()}
     dcp.load(state, checkpoint_id=folder)  # fills state in place

@@ -29,7 +29,8 @@ def healthy_step(ddp: Sequence[float], torchft: Sequence[float]) -> Verdict:
     if where == "lower":
         return Verdict("cheaper", f"a healthy step took less time under torchft than under "
                                   f"plain DDP here {medians}, beyond the spread of the "
-                                  "repeats: the machine's other work slowed the DDP run")
+                                  "repeats, which torchft's extra work cannot explain: something "
+                                  "else slowed the DDP run, which this page does not measure")
     return Verdict("inside", f"a healthy step took about as long under torchft as under "
                              f"plain DDP {medians}: the repeats overlap, {NOISE}")
 
