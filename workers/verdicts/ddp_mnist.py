@@ -10,9 +10,12 @@ from workers.verdicts import NOISE, Verdict, ratio, verdict
 
 
 def quartiles(times: Sequence[float]) -> list[float]:
-    """The first quartile, the median and the third quartile of a run's step times."""
-    ordered = sorted(times)
-    return [ordered[len(ordered) * q // 4] for q in (1, 2, 3)]
+    """The first quartile, the median and the third quartile of a run's step times, as the
+    figure's boxes draw them (linear between the two nearest steps); the middle one is
+    ``statistics.median``, which the verdicts use."""
+    if len(times) == 1:
+        return [times[0]] * 3
+    return statistics.quantiles(times, n=4, method="inclusive")
 
 
 def apart(a: Sequence[float], b: Sequence[float]) -> bool:
