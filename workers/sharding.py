@@ -500,7 +500,7 @@ def mistakes(rank: int, args, device, events: Events) -> None:
         else:
             shard(model, mesh)
             optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-        before = [p.full_tensor() for p in model.parameters()]
+        before = [p.full_tensor().clone() for p in model.parameters()]  # one rank: a view
         for step in range(args.steps):
             inputs, targets = batch_for(rank, step, args, device)
             F.mse_loss(model(inputs), targets).backward()
