@@ -31,12 +31,12 @@ from workers import PRELOADS
 from workers.job import (
     Job,
     add_job_options,
-    sockets_on_loopback,
     job_from_args,
     joined,
     loopback_store,
     run_ranks,
     share_cores,
+    sockets_on_loopback,
     wrap,
 )
 from workers.mnist import DEFAULT_DATA_ROOT, MnistNet, mnist_datasets, prepare_mnist

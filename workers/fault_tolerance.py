@@ -218,7 +218,7 @@ def elastic(rank: int, model, optimizer, steps: int, checkpoint: Path | None,
         after_step(step, loss.item())
         step += 1
         if checkpoint is not None and step % checkpoint_every == 0:
-            if rank == 0:  # written whole, then renamed: a crash never leaves it half-written
+            if rank == 0:  # written whole, then renamed: no crash leaves it half-written
                 state = {"model": model.module.state_dict(),
                          "optimizer": optimizer.state_dict(), "step": step}
                 torch.save(state, checkpoint.with_suffix(".partial"))

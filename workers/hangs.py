@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from workers.job import Job, sockets_on_loopback, job_from_args, loopback_store
+from workers.job import Job, job_from_args, loopback_store, sockets_on_loopback
 from workers.ranks import (
     REPOSITORY,
     Events,

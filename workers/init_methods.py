@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from workers.job import Job, sockets_on_loopback, joined, started_as_rank, world_size_from
+from workers.job import Job, joined, sockets_on_loopback, started_as_rank, world_size_from
 from workers.ranks import (
     Events,
     Parser,
@@ -102,7 +102,7 @@ def tcp_store(rank, world_size, address, port, wait: timedelta) -> dist.TCPStore
 
 def join_group(rank: int, world_size: int, meet: Rendezvous, events: Events) -> None:
     """One rank: join the group, prove it works with an all_reduce, leave cleanly."""
-    sockets_on_loopback()  # the env:// and tcp:// stores listen everywhere: the page shows it
+    sockets_on_loopback()  # the env:// and tcp:// stores still listen everywhere (shown)
     try:
         init(rank, world_size, meet)
     except (RuntimeError, OSError) as error:  # DistStoreError, DistNetworkError, ...

@@ -26,12 +26,12 @@ import torch.distributed as dist
 from workers.job import (
     Job,
     add_job_options,
-    sockets_on_loopback,
     job_from_args,
     joined,
     loopback_store,
     ranks_on_this_machine,
     run_ranks,
+    sockets_on_loopback,
 )
 from workers.ranks import (
     Events,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, ratio, verdict
+from workers.verdicts import Verdict, ratio, verdict
 
 
 def quartiles(times: Sequence[float]) -> list[float]:
@@ -48,7 +48,8 @@ def per_step(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str) -
     """Which of two ways of training took less time per step, from each step's time (ms)."""
     ma, mb = statistics.median(a), statistics.median(b)
     if not apart(a, b):
-        return Verdict("inside", f"their medians differ by {abs(ma - mb):.1f} ms, {NOISE} "
+        return Verdict("inside", f"their medians differ by {abs(ma - mb):.1f} ms, inside "
+                                 "the step-to-step spread, so the difference is noise "
                                  "(the middle halves of their steps overlap)")
     if ma < mb:
         return Verdict("a_faster", f"{a_name} was faster: {b_name} took {ratio(mb, ma)} as "

@@ -29,8 +29,9 @@ def healthy_step(ddp: Sequence[float], torchft: Sequence[float]) -> Verdict:
     if where == "lower":
         return Verdict("cheaper", f"a healthy step took less time under torchft than under "
                                   f"plain DDP here {medians}, beyond the spread of the "
-                                  "repeats, which torchft's extra work cannot explain: something "
-                                  "else slowed the DDP run, which this page does not measure")
+                                  "repeats, which torchft's extra work cannot explain: "
+                                  "something else slowed the DDP run, which this page does "
+                                  "not measure")
     return Verdict("inside", f"a healthy step took about as long under torchft as under "
                              f"plain DDP {medians}: the repeats overlap, {NOISE}")
 
@@ -53,8 +54,8 @@ def went_on(torchrun: float, torchft: float, heartbeat: float) -> Verdict:
                   "torchrun's restart)" if torchft - heartbeat + default > torchrun else "")
         return Verdict("torchft_sooner", f"{said}, {ratio(torchrun, torchft)} as long. "
                                          f"torchft's wait was the lighthouse's: "
-                                         f"{lighthouse}{slower}; torchrun's was starting two "
-                                         "new processes, each importing PyTorch")
+                                         f"{lighthouse}{slower}; torchrun's was starting "
+                                         "two new processes, each importing PyTorch")
     if torchft > 1.5 * torchrun:
         return Verdict("torchrun_sooner", f"{said}: torchrun went on first this time, "
                                           f"since {lighthouse}")

@@ -125,8 +125,8 @@ def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
     if "refused" in ranks and not every:
         return Verdict("refused_some", "Here the kernel refused py-spy some of the book's "
                                        "ranks (another user's processes, or a container "
-                                       "without SYS_PTRACE): the diagnoses below read their "
-                                       "flight recorders alone.")
+                                       "without SYS_PTRACE): the diagnoses below read "
+                                       "their flight recorders alone.")
     if "refused" in ranks:
         return Verdict("refused", "Here the kernel refused py-spy every rank, the book's "
                                   "too (another user's processes, Yama's ptrace_scope at 2 "

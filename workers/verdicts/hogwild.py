@@ -26,8 +26,8 @@ def hogwild_speed(one: Sequence[float], hog: Sequence[float]) -> Verdict:
     if where != "inside" and (f"{low:.1f}" == "1.0"  # ranges the page prints as meeting
                               or meet_as_shown(hog, one, lambda x: f"{x:.2f}")):
         faster = "faster" if where == "lower" else "slower"
-        return Verdict(f"{faster}_just", f"Hogwild was {faster} in every repeat, though the "
-                                         "closest repeats only just: "
+        return Verdict(f"{faster}_just", f"Hogwild was {faster} in every repeat, though "
+                                         "the closest repeats only just: "
                                          f"{low:.2f} to {high:.2f} times as "
                                          + ("fast" if where == "lower" else "long"))
     if where == "lower":

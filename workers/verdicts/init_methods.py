@@ -48,8 +48,8 @@ def default_timeouts(gloo_minutes: float, nccl_minutes: float | None) -> Verdict
     which is None in a build without NCCL (the CPU wheels, aarch64's CPU builds)."""
     if nccl_minutes is None:
         return Verdict("no_nccl", f"default of {gloo_minutes:g} minutes for `gloo` (this "
-                                  "build of PyTorch has no `nccl`, and so no default of its "
-                                  "own for it)")
+                                  "build of PyTorch has no `nccl`, and so no default of "
+                                  "its own for it)")
     return Verdict("both", f"defaults of {gloo_minutes:g} minutes for `gloo` and "
                            f"{nccl_minutes:g} for `nccl`")
 

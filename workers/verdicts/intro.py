@@ -37,5 +37,5 @@ def cores_for_ranks(affinity: int, quota: float | None = None) -> Verdict:
                               "ranks shares it, and its times include waiting for it.")
     return Verdict("several", f"This build may use {affinity} cores (its CPU affinity, "
                               f"hyper-threads counted once): a run of more than {affinity} "
-                              "ranks starts more processes than there are cores, which then "
-                              "share them, and its times include waiting for one.")
+                              "ranks starts more processes than there are cores, which "
+                              "then share them, and its times include waiting for one.")

@@ -114,7 +114,7 @@ def against_gpipe(ours: Sequence[float], gpipe: Sequence[float]) -> Verdict:
                                       f"but {just(gpipe, ours)}")
     if where == "higher":
         return Verdict("larger", "larger than GPipe's, beyond the run-to-run spread")
-    return Verdict("inside", f"within GPipe's range, {NOISE}")
+    return Verdict("inside", f"overlapping GPipe's range, {NOISE}")
 
 
 @verdict(
@@ -136,10 +136,11 @@ def bubble_each(counts: Sequence[int], formulas: Sequence[float],
     missed = [(m, f) for m, f, values in rest if order(values, measured[0]) != "lower"]
     if not missed:
         return Verdict("every", f"Each larger number of micro-batches measured a smaller "
-                                f"bubble than the run with {batches(counts[0])}, beyond the run-to-run "
-                                "spread")
+                                f"bubble than the run with {batches(counts[0])}, beyond "
+                                "the run-to-run spread")
     text = (f"with {listed([str(m) for m, _ in missed])} micro-batches the bubble did not "
-            f"fall below the one with {batches(counts[0])} beyond the spread, though the formula gives "
+            f"fall below the one with {batches(counts[0])} beyond the spread, though the "
+            "formula gives "
             f"{listed([shown(f) for _, f in missed])} against {shown(formulas[0])}: it "
             "counts only the schedule's slots, and leaves out the messages and the unequal "
             "times of the same work that the next paragraph shows")
