@@ -326,6 +326,7 @@ def main(argv=None) -> int:
     prepare_mnist(DEFAULT_DATA_ROOT)  # once, before demos that read it run side by side
     started = time.time()
     counts = {"ok": 0, "FAILED": 0, "skipped": 0}
+    failures = []  # repeated after the count, where the tail of a long log shows them
     with ThreadPoolExecutor(args.jobs) as pool:
         pending = {pool.submit(timed, check, d, gpus): d for d in chosen}
         try:
@@ -336,8 +337,11 @@ def main(argv=None) -> int:
                     (verdict, note), seconds = future.result()
                     counts[verdict] += 1
                     timing = f"{seconds:5.1f} s" if verdict != "skipped" else " " * 7
-                    print(f"{verdict:<8}{timing}  {demo.command()}"
-                          + (f"  -- {note}" if note else ""), flush=True)
+                    line = (f"{verdict:<8}{timing}  {demo.command()}"
+                            + (f"  -- {note}" if note else ""))
+                    print(line, flush=True)
+                    if verdict == "FAILED":
+                        failures.append(line)
         except KeyboardInterrupt:
             pool.shutdown(cancel_futures=True, wait=False)
             stop_running_demos()
@@ -345,6 +349,8 @@ def main(argv=None) -> int:
             return 130
     print(f"{counts['ok']} ok, {counts['FAILED']} failed, {counts['skipped']} skipped "
           f"in {time.time() - started:.0f} s with torch {torch.__version__}")
+    if failures:
+        print("failed:", *failures, sep="\n")
     return 1 if counts["FAILED"] else 0
 
 
