@@ -19,8 +19,9 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
 
     How: a reduce-scatter, then an all-gather, each of N-1 steps (N the world size). In
     each step a rank sends one chunk (1/N of the tensor) to its right neighbour,
-    (rank + 1) % N, and receives one from its left neighbour, (rank - 1) % N. So each
-    rank sends 2(N-1) messages of 1/N of the tensor: 2(N-1)/N of the tensor in all.
+    (rank + 1) % N, and receives one from its left neighbour, (rank - 1) % N (a ring
+    that turns the other way is a ring too). So each rank sends 2(N-1) messages of 1/N
+    of the tensor: 2(N-1)/N of the tensor in all.
 
     May call: dist.get_rank(), dist.get_world_size(), dist.isend, dist.irecv, dist.send,
     dist.recv (and wait() on each Work an isend or irecv returns; or the same sends and

@@ -549,6 +549,8 @@ class Calls:
         if not self.counting:
             return
         self.records.append(record)
+        if record["name"] == "recv" and record["peer"] is None and isinstance(result, int):
+            record["peer"] = result  # a receive from any rank returns its sender
         if record["by"] != "you" or not isinstance(result, dist.Work):
             return
         record["waited"] = False
@@ -619,7 +621,13 @@ class Calls:
                 return wait(work, *args, **kwargs)
             calls.landed(work, "wait()")
             with calls.logged(f"wait() on its {flight.record['what']}"):
-                return wait(work, *args, **kwargs)
+                done = wait(work, *args, **kwargs)
+            if flight.record["name"] == "irecv" and flight.record["peer"] is None:
+                try:  # a receive from any rank: its Work knows the sender once done
+                    flight.record["peer"] = work._source_rank()
+                except RuntimeError:
+                    pass
+            return done
 
         def work_get_future(work):
             calls.landed(work, "get_future()")
@@ -1188,14 +1196,39 @@ def integer_values(seed: int, numel: int):
 def all_reduced_in_place(rank: int, seed: int, numel: int, solution, calls) -> dict:
     """A rank of an all-reduce lab: the reader's ``solution(tensor)`` sums ``tensor`` over
     the ranks in place; the library's all_reduce of the same start is the answer."""
+    import torch
     import torch.distributed as dist
 
-    tensor = integer_values(seed + rank, numel)
+    # The tensor given is a view into a longer one, as a parameter's slice of a flat
+    # buffer is; the result is read through another view taken before the call, so a
+    # function that rebinds ``tensor.data`` (or ``set_``) instead of summing in place fails.
+    start = integer_values(seed + rank, numel)
+    base = torch.full((numel + 2,), 7.0)
+    base[1:-1] = start
+    tensor, seen = base[1:-1], base[1:-1]
     with calls.reader():
         solution(tensor)
-    expected = integer_values(seed + rank, numel)
+    expected = start.clone()
     dist.all_reduce(expected)
-    return {"result": tensor, "expected": expected, "bytes": tensor.numel() * 4}
+    return {"result": seen.clone(), "expected": expected, "bytes": numel * 4,
+            "around": [base[0].item(), base[-1].item()]}
+
+
+def in_place_finding(rank: int, result: dict, start) -> Finding | None:
+    """What is wrong with where an in-place lab's result went (``all_reduced_in_place``):
+    nothing written through the caller's view, or something written beside the tensor."""
+    import torch
+
+    if result["around"] != [7.0, 7.0]:
+        return Finding(False, f"rank {rank} changed the values beside its tensor (it is a "
+                              f"view into a longer one): write only into the tensor given")
+    if torch.equal(result["result"], start):
+        return Finding(False, f"rank {rank}'s tensor is unchanged, seen through a view of "
+                              f"it taken before the call: write the result into the "
+                              f"tensor given, in place (tensor.copy_, add_, or receive "
+                              f"into its chunks); assigning to the name or to tensor.data "
+                              f"gives it new storage that nobody else sees")
+    return None
 
 
 def list_of(items) -> str:
