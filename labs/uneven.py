@@ -26,7 +26,7 @@ def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: li
 
     How: before each step, agree with the other ranks whether every rank still has a
     batch: one all-reduce of a flag (1 if this rank has a batch, else 0) with
-    ReduceOp.MIN; stop when it is 0.
+    ReduceOp.MIN; stop when it is 0 (or the opposite flag, 1 when out, with MAX).
 
     May call: dist.all_reduce (with async_op=True, wait() before you read the flag),
     dist.get_world_size(), torch tensor operations, and the model and the optimizer. Not

@@ -186,7 +186,7 @@ DEMOS = [
     workers_demo("ddp_internals", "overlap", "--world-size", "1", "--backend", "nccl",
                  gpus=1),
     workers_demo("ddp_internals", "no-sync", *SMALL_TOWER),
-    workers_demo("ddp_internals", "compression"),
+    workers_demo("ddp_internals", "compression", timeout=150),  # 55 s alone, 60+ beside CI
     workers_demo("ddp_internals", "options", *SMALL_TOWER),
     workers_demo("ddp_internals", "compile", *SMALL_TOWER, "--compiler", "aot_eager"),
     workers_demo("sharding", "compare", *SMALL_TOWER),

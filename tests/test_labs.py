@@ -145,10 +145,11 @@ WRONG = {
         "wrong_flag_not_waited": "forgotten wait()",
         "wrong_gathers_counts": "called all_gather_object: this lab agrees with all_reduce",
         "wrong_returns_nothing": "returned None, not the number of steps taken",
-        "wrong_agrees_after_step": "ran past its last batch (0)",
+        "wrong_agrees_after_step": "agree once before each step, and once more",
         "wrong_last_batches_first": "trained on its batches",
         "wrong_empty_returns_early": "without joining the all_reduce the other ranks were "
                                      "waiting in",
+        "wrong_agree_through_store": "never called all_reduce: the ranks must agree",
     },
     "hung_rank": {
         "wrong_last_rank": "the rank behind is not always the last one",

@@ -147,8 +147,12 @@ def judge(world_size: int, outcome, given: dict) -> list:
         if runs != list(range(taken)):
             return [Finding(False, f"rank {rank} trained on its batches {list_of(runs)}: "
                                    f"each step takes the next batch, from the first")]
+    agreed = agreement_finding(outcome, taken)
+    if agreed:
+        return [agreed]
     findings = [Finding(True, f"every rank returned, after {taken} steps: as many as the "
-                              f"shortest rank's {shortest} batches")]
+                              f"shortest rank's {shortest} batches, agreeing before each "
+                              f"step with one all_reduce")]
     wrong = [rank for rank, result in outcome.results.items()
              if result["returned"] != taken]
     if wrong:
@@ -165,6 +169,31 @@ def judge(world_size: int, outcome, given: dict) -> list:
         findings.append(Finding(True, "every rank's weights equal one process's trained on "
                                       "all the ranks' batches of those steps"))
     return findings
+
+
+def agreement_finding(outcome, taken: int) -> Finding | None:
+    """The agreement the contract asks for, made: before each of the ``taken`` steps, and
+    once more to stop, one all_reduce of a flag with ReduceOp.MIN (or of the opposite flag
+    with MAX) on every rank."""
+    for rank, result in sorted(outcome.results.items()):
+        reduces = [call for call in result["calls"] if call["name"] == "all_reduce"]
+        if not reduces:
+            return Finding(False, f"rank {rank} never called all_reduce: the ranks must "
+                                  f"agree through one all_reduce of a flag (ReduceOp.MIN) "
+                                  f"before each step, not through another channel")
+        # MIN of "I have a batch", or MAX of "I am out": the same agreement
+        ops = sorted({str(call["op"] or "SUM") for call in reduces} - {"MIN", "MAX"})
+        if ops:
+            return Finding(False, f"rank {rank} agreed with ReduceOp.{ops[0]}: the flag is "
+                                  f"reduced with ReduceOp.MIN, which is 0 as soon as one "
+                                  f"rank has no batch left, at any world size (or its "
+                                  f"opposite, 'I am out', with ReduceOp.MAX)")
+        if len(reduces) != taken + 1:
+            return Finding(False, f"rank {rank} called all_reduce {len(reduces)} times "
+                                  f"for {taken} steps: agree once before each step, and "
+                                  f"once more to learn that it is time to stop "
+                                  f"({taken + 1} in all)")
+    return None
 
 
 def step_of(where: str):
