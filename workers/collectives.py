@@ -146,7 +146,7 @@ def all_gather(x, rank, n):
 def all_gather_single(x, rank, n):
     out = x.new_zeros(n * n)
     # into one flat tensor; before PyTorch 2.13 its name was all_gather_into_tensor
-    getattr(dist, "all_gather_single", dist.all_gather_into_tensor)(out, x)
+    (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(out, x)
     return out
 
 
@@ -159,7 +159,7 @@ def reduce_scatter(x, rank, n):
 def reduce_scatter_single(x, rank, n):
     out = x.new_zeros(1)
     # from one flat tensor; before PyTorch 2.13 its name was reduce_scatter_tensor
-    getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)(out, x)
+    (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(out, x)
     return out
 
 

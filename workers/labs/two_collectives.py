@@ -62,9 +62,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
     n = world_size
     names = {call["name"] for call in outcome.all_calls()}
     if {"reduce", "broadcast"} <= names:
-        return [Finding(False, "called reduce and broadcast: every byte goes through one "
-                               "rank, which receives and sends N-1 whole tensors; this lab "
-                               "asks for reduce_scatter then all_gather")]
+        return [Finding(False, "called reduce and broadcast: the whole sum gathers on "
+                               "one rank before the broadcast, and each collective moves "
+                               "about a whole tensor per rank; this lab asks for "
+                               "reduce_scatter then all_gather (2(N-1)/N per rank in all)")]
     forbidden = forbidden_finding(outcome, (*SCATTERS, *GATHERS),
                                   "this lab builds all_reduce from one reduce-scatter and "
                                   "one all-gather, and calls nothing else")

@@ -71,7 +71,7 @@ def all_verdicts() -> dict[str, tuple[Callable[..., Verdict], dict[str, dict]]]:
 
 # ---- the one home of "inside the spread" -------------------------------------------------
 
-NOISE = "inside the run-to-run spread, so the difference is noise"
+NOISE = "inside the spread of the repeats, so the difference is noise"
 
 
 def spread(samples: Sequence[float]) -> float:

@@ -162,4 +162,25 @@ def smallest_against_next(first: Sequence[float], second: Sequence[float], first
         return Verdict("faster", f"{first_name} was faster than {second_name} in every "
                                  "trial: even among small messages, size costs a little.")
     return Verdict("level", f"{first_name} and {second_name} took about as long (their "
-                            f"trials overlap): {NOISE}, and the cost is the fixed one.")
+                            f"trials overlap): {NOISE}, and size did not show in the cost.")
+
+
+@verdict(
+    floor=dict(small_name="4 KiB", small_median=200.0,
+               larger={"64 KiB": 260.0, "256 KiB": 700.0}),
+    below=dict(small_name="4 KiB", small_median=2170.0,
+               larger={"64 KiB": 2163.0, "256 KiB": 1190.0, "1 MiB": 2500.0}),
+)
+def small_floor(small_name: str, small_median: float, larger: dict) -> Verdict:
+    """The fastest small size's median against the larger sizes' medians (any unit, the
+    same for all): whether it is a floor that no larger message went under. A sentence."""
+    under = [name for name, median in larger.items() if median < small_median]
+    if not under:
+        return Verdict("floor", f"No larger size had a lower median than {small_name}: "
+                                f"a floor that every message pays.")
+    names = under[0] if len(under) == 1 else ", ".join(under[:-1]) + " and " + under[-1]
+    return Verdict("below", f"But {names}, larger, had a lower median than "
+                            f"{small_name}: at this many trials the "
+                            f"fixed cost is lost in the noise of scheduling the ranks on "
+                            f"these cores, and the small-message time above bounds the "
+                            f"latency from above rather than measuring it.")

@@ -41,17 +41,19 @@ def bubble_shrinks(fewest: int, most: int, at_fewest: Sequence[float],
     where = order(at_most, at_fewest)
     with_most = f"With {most} micro-batches, at {median_range(at_most)}, the bubble"
     if where == "lower" and meet_as_shown(at_most, at_fewest, shown):
-        return Verdict("shrank_just", f"{with_most} shrank beyond the run-to-run spread, "
-                                      f"as the formula says, {just(at_most, at_fewest)}")
+        return Verdict("shrank_just", f"{with_most} shrank beyond the spread of the "
+                                      f"repeats, as the formula says, "
+                                      f"{just(at_most, at_fewest)}")
     if where == "lower":
-        return Verdict("shrank", f"{with_most} shrank beyond the run-to-run spread, as the "
-                                 "formula says")
+        return Verdict("shrank", f"{with_most} shrank beyond the spread of the repeats, "
+                                 "as the formula says")
     if where == "higher":
-        return Verdict("grew", f"{with_most} grew beyond the run-to-run spread, against "
-                               "the formula: more micro-batches mean more messages and "
-                               "smaller pieces of work, and here they cost more than the "
-                               "shorter fill and drain saved")
-    return Verdict("inside", f"{with_most}'s repeats overlap those with {fewest}, {NOISE}: "
+        return Verdict("grew", f"{with_most} grew beyond the spread of the repeats, "
+                               "against the formula: more micro-batches mean more messages "
+                               "and smaller pieces of work, and here they cost more than "
+                               "the shorter fill and drain saved")
+    return Verdict("inside", f"{with_most}'s repeats overlap those with "
+                             f"{batches(fewest)}, {NOISE}: "
                              "this run does not show the shrinking the formula predicts")
 
 
@@ -105,15 +107,15 @@ def against_gpipe(ours: Sequence[float], gpipe: Sequence[float]) -> Verdict:
     where = order(ours, gpipe)
     close = meet_as_shown(ours, gpipe, shown)
     if where == "lower" and close:
-        return Verdict("smaller_just", f"smaller than GPipe's, beyond the run-to-run "
-                                       f"spread but {just(ours, gpipe)}")
+        return Verdict("smaller_just", f"smaller than GPipe's, beyond the spread of the "
+                                       f"repeats but {just(ours, gpipe)}")
     if where == "lower":
-        return Verdict("smaller", "smaller than GPipe's, beyond the run-to-run spread")
+        return Verdict("smaller", "smaller than GPipe's, beyond the spread of the repeats")
     if where == "higher" and close:
-        return Verdict("larger_just", f"larger than GPipe's, beyond the run-to-run spread "
-                                      f"but {just(gpipe, ours)}")
+        return Verdict("larger_just", f"larger than GPipe's, beyond the spread of the "
+                                      f"repeats but {just(gpipe, ours)}")
     if where == "higher":
-        return Verdict("larger", "larger than GPipe's, beyond the run-to-run spread")
+        return Verdict("larger", "larger than GPipe's, beyond the spread of the repeats")
     return Verdict("inside", f"overlapping GPipe's range, {NOISE}")
 
 
@@ -137,7 +139,7 @@ def bubble_each(counts: Sequence[int], formulas: Sequence[float],
     if not missed:
         return Verdict("every", f"Each larger number of micro-batches measured a smaller "
                                 f"bubble than the run with {batches(counts[0])}, beyond "
-                                "the run-to-run spread")
+                                "the spread of the repeats")
     text = (f"with {listed([str(m) for m, _ in missed])} micro-batches the bubble did not "
             f"fall below the one with {batches(counts[0])} beyond the spread, though the "
             "formula gives "
