@@ -42,11 +42,11 @@ def test_every_strategy_equals_ddp_and_holds_what_the_padded_formulas_say():
                 "ZeRO-2": (P * padded, G * padded // n, K * padded // n),
                 "ZeRO-3": (P * padded // n, G * padded // n, K * padded // n),
                 "FSDP2": (P * rows, G * rows, K * rows),
-                "FSDP2, reshard_after_forward=False": (P * rows, G * rows, K * rows)}
+                "FSDP2 with reshard_after_forward=False": (P * rows, G * rows, K * rows)}
     share = (n - 1) / n  # of S bytes, what a ring sends from each rank for one transfer
     transfers = {"DDP": 2 * P * PSI, "ZeRO-1": 2 * P * padded, "ZeRO-2": 2 * P * padded,
                  "ZeroRedundancyOptimizer": 3 * P * PSI, "ZeRO-3": 3 * P * padded,
-                 "FSDP2": 3 * P * rows * n, "FSDP2, reshard_after_forward=False":
+                 "FSDP2": 3 * P * rows * n, "FSDP2 with reshard_after_forward=False":
                  2 * P * rows * n}
     for (rank, name), e in records.items():
         assert e["largest_weight_difference"] < 1e-12, (rank, name)

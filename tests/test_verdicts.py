@@ -128,3 +128,16 @@ def test_counts_and_rank_lists_read_as_english():
     assert "committed 1 step of its own" in healed([148], [1], 150).text
     assert "blamed ranks 0 and 2, and the diagnosis rank 1" in fr_trace_blame(
         [0, 2], [1], [0, 2, 3]).text
+
+
+def test_times_a_few_percent_apart_are_told_in_percent_not_as_one_times():
+    # one decimal of 1.03 reads "1.0 times as long", which contradicts "beyond the spread"
+    from workers.verdicts.ddp_mnist import per_step
+    from workers.verdicts.sharding import reshard_timing
+
+    close = [per_step([3.00, 3.01, 3.02, 3.03], [3.10, 3.11, 3.12, 3.13], "one", "DDP"),
+             reshard_timing([153.0, 154.0, 155.0], [149.0, 150.0, 151.0]),
+             faster([10.4, 10.6], [10.0, 10.2], "fork", "spawn", "a start")]
+    assert not any("1.0 times" in str(v) for v in close), close
+    assert all(re.search(r"took \d[\d.]*% longer", str(v)) for v in close), close
+    assert "took 1.5 times as long" in str(reshard_timing([75.0, 76.0], [50.0, 51.0]))

@@ -336,7 +336,7 @@ STRATEGIES = {
     "zero2": "ZeRO-2",
     "zero3": "ZeRO-3",
     "fsdp2": "FSDP2",
-    "fsdp2-keep": "FSDP2, reshard_after_forward=False",
+    "fsdp2-keep": "FSDP2 with reshard_after_forward=False",
 }
 
 

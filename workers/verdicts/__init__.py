@@ -109,11 +109,32 @@ def ratio(larger: float, smaller: float) -> str:
     return f"{larger / smaller:.1f} times" if smaller > 0 else "far more than"
 
 
+def close(larger: float, smaller: float) -> bool:
+    """True when one positive time is less than 1.05 times another: one decimal of their
+    ratio would read "1.0 times", so the difference is said in percent instead."""
+    return smaller > 0 and larger / smaller < 1.05
+
+
+def as_long(larger: float, smaller: float) -> str:
+    """``"3.1 times as long"``, or when the two are ``close``, ``"3.3% longer"``: how much
+    longer one positive time is than another, as text that follows "took"."""
+    if smaller <= 0:
+        return "far longer"
+    if not close(larger, smaller):
+        return f"{ratio(larger, smaller)} as long"
+    percent = 100 * (larger / smaller - 1)
+    return f"{percent:.2g}% longer" if percent >= 0.1 else "less than 0.1% longer"
+
+
 @verdict(
     lower=dict(a=[10.0, 11.0, 12.0], b=[30.0, 31.0, 29.0], a_name="fork", b_name="spawn",
                what="a start"),
+    lower_close=dict(a=[10.0, 10.1, 10.2], b=[10.4, 10.5, 10.6], a_name="fork",
+                     b_name="spawn", what="a start"),
     higher=dict(a=[30.0, 31.0], b=[10.0, 12.0], a_name="fork", b_name="spawn",
                 what="a start"),
+    higher_close=dict(a=[10.4, 10.6], b=[10.0, 10.2], a_name="fork", b_name="spawn",
+                      what="a start"),
     inside=dict(a=[10.0, 20.0], b=[12.0, 18.0], a_name="fork", b_name="spawn",
                 what="a start"),
 )
@@ -123,11 +144,13 @@ def faster(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str,
     where = order(a, b)
     ma, mb = statistics.median(a), statistics.median(b)
     if where == "lower":
-        return Verdict("lower", f"{what} took less time with {a_name} than with {b_name} "
-                                f"in every repeat ({b_name} took {ratio(mb, ma)} as long)")
+        return Verdict("lower_close" if close(mb, ma) else "lower",
+                       f"{what} took less time with {a_name} than with {b_name} in every "
+                       f"repeat ({b_name} took {as_long(mb, ma)})")
     if where == "higher":
-        return Verdict("higher", f"{what} took less time with {b_name} than with {a_name} "
-                                 f"in every repeat ({a_name} took {ratio(ma, mb)} as long)")
+        return Verdict("higher_close" if close(ma, mb) else "higher",
+                       f"{what} took less time with {b_name} than with {a_name} in every "
+                       f"repeat ({a_name} took {as_long(ma, mb)})")
     return Verdict("inside", f"{what} took about as long with {a_name} as with {b_name}: "
                              f"their repeats overlap, {NOISE}")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import Verdict, ratio, verdict
+from workers.verdicts import Verdict, as_long, close, verdict
 
 
 def quartiles(times: Sequence[float]) -> list[float]:
@@ -39,23 +39,30 @@ def ran_with(backend: str, world_size: int) -> Verdict:
 @verdict(
     a_faster=dict(a=[4.0, 4.2, 4.4, 4.6], b=[6.0, 6.5, 7.0, 7.5], a_name="one process",
                   b_name="DDP"),
+    a_faster_close=dict(a=[3.00, 3.01, 3.02, 3.03], b=[3.10, 3.11, 3.12, 3.13],
+                        a_name="one process", b_name="DDP"),
     b_faster=dict(a=[9.0, 9.5, 10.0, 11.0], b=[6.0, 6.5, 7.0, 7.5], a_name="one process",
                   b_name="DDP"),
+    b_faster_close=dict(a=[3.10, 3.11, 3.12, 3.13], b=[3.00, 3.01, 3.02, 3.03],
+                        a_name="one process", b_name="DDP"),
     inside=dict(a=[5.0, 6.0, 7.0, 8.0], b=[5.5, 6.5, 7.5, 8.5], a_name="one process",
                 b_name="DDP"),
 )
 def per_step(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str) -> Verdict:
-    """Which of two ways of training took less time per step, from each step's time (ms)."""
+    """Which of two ways of training took less time per step, from each step's time (ms).
+    Medians a few percent apart are told in percent (``as_long``), not as "1.0 times"."""
     ma, mb = statistics.median(a), statistics.median(b)
     if not apart(a, b):
         return Verdict("inside", f"their medians differ by {abs(ma - mb):.1f} ms, inside "
                                  "the step-to-step spread, so the difference is noise "
                                  "(the middle halves of their steps overlap)")
     if ma < mb:
-        return Verdict("a_faster", f"{a_name} was faster: {b_name} took {ratio(mb, ma)} as "
-                                   "long per step (medians), beyond the spread")
-    return Verdict("b_faster", f"{b_name} was faster: {a_name} took {ratio(ma, mb)} as "
-                               "long per step (medians), beyond the spread")
+        return Verdict("a_faster_close" if close(mb, ma) else "a_faster",
+                       f"{a_name} was faster: {b_name} took {as_long(mb, ma)} per step "
+                       "(medians), beyond the spread")
+    return Verdict("b_faster_close" if close(ma, mb) else "b_faster",
+                   f"{b_name} was faster: {a_name} took {as_long(ma, mb)} per step "
+                   "(medians), beyond the spread")
 
 
 @verdict(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, meet_as_shown, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, as_long, close, meet_as_shown, order, verdict
 
 
 def _value(x: float) -> str:
@@ -35,7 +35,8 @@ def _from_ddp(largest: float) -> str:
                   differences=[0.0, 1.1e-07], tipped=[0, 0]),
     identical=dict(runs=["ZeRO-1 on 2 ranks", "ZeRO-3 on 4 ranks"],
                    differences=[0.0, 0.0], tipped=[0, 0]),
-    some_tipped=dict(runs=["ZeRO-1 on 2 ranks", "ZeRO-1 on 4 ranks", "ZeRO-3 on 4 ranks"],
+    some_tipped=dict(runs=["ZeRO-1 on 2 ranks", "FSDP2 with reshard_after_forward=False on "
+                           "4 ranks", "ZeRO-3 on 4 ranks"],
                      differences=[1.1e-07, 2.6e-04, 3.1e-04], tipped=[0, 1, 3]),
     all_tipped=dict(runs=["ZeRO-1 on 4 ranks", "ZeRO-3 on 4 ranks"],
                     differences=[2.6e-04, 3.1e-04], tipped=[2, 1]),
@@ -65,7 +66,8 @@ _ADAM = ("Adam, which divides each gradient by its own running size, {verb} the 
 
 
 @verdict(
-    tipped=dict(drift=2.6e-04, tipped_runs=5, runs=6, strategy="ZeRO-1", rank=1, step=3,
+    tipped=dict(drift=2.6e-04, tipped_runs=5, runs=6,
+                strategy="FSDP2 with reshard_after_forward=False", rank=1, step=3,
                 ddp_input=1.5e-08, other_input=0.0, nearest=1.5e-08, nearest_rank=1,
                 lr=1e-3, eps=1.2e-07),
     rounding=dict(drift=1.5e-08, tipped_runs=0, runs=6, strategy=None, rank=None, step=None,
@@ -91,7 +93,7 @@ def padded_float32(drift: float, tipped_runs: int, runs: int, strategy: str | No
             f"In float32 the same training ended {drift:.0e} apart: in {tipped_runs} of "
             f"the {runs} sharded strategies' runs, a ReLU input landed on the other side "
             f"of its kink at zero from DDP's. The first, at step {step} on rank {rank}: "
-            f"DDP's run computed it as {_value(ddp_input)}, {strategy}'s as "
+            f"DDP's run computed it as {_value(ddp_input)}, the run of {strategy} as "
             f"{_value(other_input)}, a difference the rounding of the sums made "
             f"({spacing}). That ReLU passed its gradient in one run and not in the other, "
             f"and " + _ADAM.format(verb="turned", lr=lr) + "."))
@@ -108,8 +110,10 @@ def padded_float32(drift: float, tipped_runs: int, runs: int, strategy: str | No
 
 @verdict(
     lower=dict(default_ms=[40.0, 42.0, 45.0], kept_ms=[50.0, 52.0, 55.0]),
+    lower_close=dict(default_ms=[149.0, 150.0, 151.0], kept_ms=[153.0, 154.0, 155.0]),
     lower_just=dict(default_ms=[40.0, 42.0, 49.8], kept_ms=[50.1, 52.0, 55.0]),
     higher=dict(default_ms=[60.0, 62.0, 65.0], kept_ms=[50.0, 52.0, 55.0]),
+    higher_close=dict(default_ms=[153.0, 154.0, 155.0], kept_ms=[149.0, 150.0, 151.0]),
     higher_just=dict(default_ms=[55.4, 62.0, 65.0], kept_ms=[50.0, 52.0, 55.3]),
     inside=dict(default_ms=[50.0, 58.0, 61.0], kept_ms=[49.0, 55.0, 60.0]),
 )
@@ -128,11 +132,12 @@ def reshard_timing(default_ms: Sequence[float], kept_ms: Sequence[float]) -> Ver
                                         f"{max(faster):.1f} ms, the other's fastest "
                                         f"{min(slower):.1f} ms), too close to say more")
     if where == "lower":
-        return Verdict("lower", f"the default was faster in every step (keeping took "
-                                f"{ratio(kept, default)} as long): keeping the parameters "
-                                f"saved an all-gather, but not time, on this machine")
+        return Verdict("lower_close" if close(kept, default) else "lower",
+                       f"the default was faster in every step (keeping took "
+                       f"{as_long(kept, default)}): keeping the parameters saved an "
+                       f"all-gather, but not time, on this machine")
     if where == "higher":
-        return Verdict("higher", f"keeping was faster in every step (the default took "
-                                 f"{ratio(default, kept)} as long): the all-gather it "
-                                 f"saved was time saved")
+        return Verdict("higher_close" if close(default, kept) else "higher",
+                       f"keeping was faster in every step (the default took "
+                       f"{as_long(default, kept)}): the all-gather it saved was time saved")
     return Verdict("inside", f"the ranges overlap, {NOISE}")
