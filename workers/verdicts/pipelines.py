@@ -76,8 +76,10 @@ def listed(items: Sequence[str]) -> str:
 def bubble_floor(counts: Sequence[int], medians: Sequence[float],
                  formulas: Sequence[float]) -> Verdict:
     """The measured bubble (median of the repeats) against the formula, for each number of
-    micro-batches. The formula is a floor when each micro-batch takes a rank the same time:
-    the fill and the drain then cost at least its slots, whatever the ranks' own speeds."""
+    micro-batches. The formula is a floor when each micro-batch takes a rank the same time
+    and the time counted busy is compute: the fill and the drain then cost at least its
+    slots, whatever the ranks' own speeds. A rank that lost its core while counted busy
+    breaks the second; the run cannot tell the two apart."""
     below = [(m, got, floor) for m, got, floor in zip(counts, medians, formulas)
              if got < floor]
     if not below:
@@ -92,7 +94,8 @@ def bubble_floor(counts: Sequence[int], medians: Sequence[float],
                     for m, got, floor in below])
     return Verdict("below", f"The measured bubble fell below the formula {where}: the "
                             "formula is a floor only when each micro-batch takes a rank "
-                            "the same time, and here they did not")
+                            "the same time and a rank counted busy is computing (not "
+                            "waiting for a core); this run does not show which failed")
 
 
 @verdict(
@@ -144,8 +147,47 @@ def bubble_each(counts: Sequence[int], formulas: Sequence[float],
             f"fall below the one with {batches(counts[0])} beyond the spread, though the "
             "formula gives "
             f"{listed([shown(f) for _, f in missed])} against {shown(formulas[0])}: it "
-            "counts only the schedule's slots, and leaves out the messages and the unequal "
-            "times of the same work that the next paragraph shows")
+            "counts only the schedule's slots, and leaves out the messages and any unequal "
+            "times of the same work (the next paragraph has rank 0's)")
     if len(missed) < len(rest):
         return Verdict("not_every", "Not every step showed it: " + text)
     return Verdict("none", "No step showed it: " + text)
+
+
+def ms(seconds: float) -> str:
+    """A time as the page prints a forward's: milliseconds, one decimal."""
+    return f"{1000 * seconds:.1f} ms"
+
+
+def spread_ms(times: Sequence[float]) -> str:
+    """``4.0 to 6.5 ms``: the shortest and the longest of some times (seconds)."""
+    return f"{1000 * min(times):.1f} to {ms(max(times))}"
+
+
+@verdict(
+    range=dict(forwards=[0.0041, 0.0046, 0.0043]),
+    same=dict(forwards=[0.00041, 0.00043, 0.00039]),
+)
+def forward_times(forwards: Sequence[float]) -> Verdict:
+    """How long the same forward took, each time in one step (seconds): a range, or one
+    time when every one prints the same."""
+    if ms(min(forwards)) == ms(max(forwards)):
+        return Verdict("same", f"took {ms(min(forwards))} each, to the 0.1 ms shown")
+    return Verdict("range", f"took {spread_ms(forwards)}")
+
+
+@verdict(
+    neither=dict(forwards=[0.0041, 0.0046, 0.0043]),
+    messages=dict(forwards=[0.00041, 0.00043, 0.00039]),
+)
+def formula_assumptions(forwards: Sequence[float]) -> Verdict:
+    """Which of the formulas' two assumptions (every micro-batch takes a stage the same
+    time; messages are free) the run shows false, from rank 0's forwards in one step. The
+    page goes on: ", and with two stages per rank ..."."""
+    if ms(min(forwards)) == ms(max(forwards)):
+        return Verdict("messages", "Messages are not free here: every message takes time "
+                                   "(rank 0's forwards in GPipe's step above took "
+                                   f"{ms(min(forwards))} each, to the 0.1 ms shown)")
+    return Verdict("neither", "Neither holds here: the same forward on rank 0 took "
+                              f"{spread_ms(forwards)} in GPipe's step above, every message "
+                              "takes time")
