@@ -1,5 +1,6 @@
 """workers.pipelines beyond what its chapter runs: three stages (the page uses two), the
-schedules under torchrun, and bad input (more stages than layers, too few micro-batches)."""
+schedules under torchrun, and bad input (more stages than layers, too few micro-batches,
+a number the interleaved schedules cannot split into rounds)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,11 @@ def test_three_stages_by_hand_give_one_process_gradients_in_gpipe_order():
         waits = [e for e in spans if e["event"] == "waiting"]
         assert len(waits) == 3 * ((rank > 0) + (rank < 2)) and all(e["queued"] for e in waits)
     # rank 0 prints the bubble beside the formula; with one micro-batch the three stages take
-    # turns, so each is idle about two thirds of the step on any machine
+    # turns, so their busy times add up to at most the step: on average over the ranks they
+    # are idle at least two thirds of it, on any machine
     said = {int(line.split()[0]): line for line in result.lines_of(0) if ": bubble " in line}
     assert sorted(said) == [1, 3], result.lines_of(0)
+    assert said[1].startswith("1 micro-batch: ") and said[3].startswith("3 micro-batches: ")
     assert said[1].endswith("= 0.67") and said[3].endswith("= 0.40"), said
     assert float(said[1].split("bubble ")[1].split()[0]) > 0.6, said[1]
 
@@ -63,6 +66,11 @@ def test_schedules_under_torchrun_give_one_process_gradients():
         (["schedules", "--layers", "3"], "4 stages need at least 4 layers"),
         (["schedules", "--schedules", "1F1B", "--world-size", "3", "--micro-batches", "2"],
          "at least as many micro-batches as ranks (3), got 2"),
+        # PyTorch's interleaved schedules split M into max(1, M // ranks) equal rounds
+        (["schedules", "--micro-batches", "5"],
+         "multiple of max(1, micro-batches // ranks) = 2, got 5"),
+        (["schedules", "--schedules", "InterleavedZeroBubble", "--world-size", "3",
+          "--layers", "6", "--micro-batches", "7"], "= 2, got 7"),
         (["schedules", "--schedules", "DualPipe"], "invalid choice: 'DualPipe'"),
         (["gpipe", "--world-size", "1"], "needs a world size of at least 2"),
         (["gpipe", "--micro-batches", "0"], "must be at least 1"),

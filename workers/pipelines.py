@@ -3,7 +3,7 @@ written by hand with send/recv and its bubble measured, then torch.distributed.p
 schedules, each checked against one process.
 
     python -m workers.pipelines gpipe
-    python -m workers.pipelines gpipe --world-size 4 --micro-batches 2 8
+    python -m workers.pipelines gpipe --world-size 4 --backend gloo --micro-batches 2 8
     python -m workers.pipelines schedules
     python -m workers.pipelines schedules --schedules GPipe 1F1B --micro-batches 8
     torchrun --standalone --nproc-per-node 2 -m workers.pipelines gpipe
@@ -36,6 +36,7 @@ from workers.ranks import (
     positive_int,
     say,
 )
+from workers.verdicts.pipelines import batches
 
 # --- the model and its stages ------------------------------------------------------------
 
@@ -197,12 +198,12 @@ def gpipe(rank: int, args, device, events: Events) -> None:
         expected = reference_gradients(model, inputs, targets)[2 * mine.start:2 * mine.stop]
         difference = max((a - b).abs().max().item() for a, b in zip(ours, expected))
         events.emit(rank, "checked", micro_batches=micro_batches, difference=difference)
-        say(rank, f"layers {mine.start}-{mine.stop - 1}, {micro_batches} micro-batches x "
+        say(rank, f"layers {mine.start}-{mine.stop - 1}, {batches(micro_batches)} x "
                   f"{args.repeats}: largest difference from one process {difference:.1e}")
         if rank == 0:
             formula = (world_size - 1) / (micro_batches + world_size - 1)
             median = statistics.median(bubbles)
-            say(rank, f"{micro_batches} micro-batches: bubble {median:.2f} (median of "
+            say(rank, f"{batches(micro_batches)}: bubble {median:.2f} (median of "
                       f"{len(bubbles)}; min {min(bubbles):.2f}, max {max(bubbles):.2f}), "
                       f"formula (S - 1)/(M + S - 1) = {formula:.2f}")
 
@@ -425,6 +426,15 @@ def main(argv=None) -> int:
     if args.demo == "schedules" and args.micro_batches < job.world_size:
         parser.error(f"a schedule needs at least as many micro-batches as ranks "
                      f"({job.world_size}), got {args.micro_batches}")
+    interleaved = args.demo == "schedules" and any(stages_per_rank(name) > 1
+                                                   for name in args.schedules)
+    # PyTorch's interleaved schedules split the micro-batches into this many equal rounds
+    # and raise when they are built otherwise: checked here, before any rank starts
+    rounds = max(1, args.micro_batches // job.world_size) if interleaved else 1
+    if interleaved and args.micro_batches % rounds:
+        parser.error(f"the interleaved schedules need a number of micro-batches that is a "
+                     f"multiple of max(1, micro-batches // ranks) = {rounds}, got "
+                     f"{args.micro_batches}")
     return run_ranks(job, rank_main, args, preload=PRELOAD)
 
 
