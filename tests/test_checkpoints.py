@@ -12,7 +12,10 @@ from workers.checkpoints import WHOLE_COPY
 
 from helpers import assert_one_line_error, cli_in_process, help_options, quiet_run
 
-TORCHRUN = ("torch.distributed.run", "--standalone", "--nproc-per-node", "2")
+# as the chapter runs it: the workers reach rank 0's store at 127.0.0.1, not at the address
+# socket.getfqdn() resolves to
+TORCHRUN = ("torch.distributed.run", "--standalone", "--local-addr", "127.0.0.1",
+            "--nproc-per-node", "2")
 SMALL = ("--width", "96", "--depth", "2")
 
 
@@ -30,6 +33,7 @@ def test_checkpoint_saved_by_two_ranks_loads_into_three(saved):
                        saved, *SMALL)
     [check] = loaded.events_named("loaded")
     assert check == {**check, "world_size": 3, "tensors": 8, "different": 0}
+    assert any(line.startswith("loaded into 3 ranks: 8 tensors") for line in loaded.lines_of(0))
     shares = sorted(e["local_bytes"] for e in loaded.events_named("shard"))
     assert shares == [4 * 2 * 32 * 96] * 3  # 96 rows of each weight, 32 per rank
 
@@ -39,11 +43,13 @@ def test_load_fails_when_the_weights_are_not_the_saved_ones(saved, tmp_path):
     whole = torch.load(folder / WHOLE_COPY)
     next(iter(whole["model"].values()))[0, 0] += 1e-6  # one weight, barely: it must notice
     torch.save(whole, folder / WHOLE_COPY)
-    failed = quiet_run("workers.checkpoints", "load", "--checkpoint", str(folder), *SMALL,
-                       expect_returncode=1,
+    failed = quiet_run("workers.checkpoints", "load", "--world-size", "1", "--checkpoint",
+                       str(folder), *SMALL, expect_returncode=1,
                        expect_output="1 of 8 tensors changed between save and load")
     [check] = failed.events_named("loaded")
     assert check["different"] == 1
+    assert any(line.startswith("loaded into 1 rank: 8 tensors")  # one rank: singular
+               for line in failed.lines_of(0)), failed.lines_of(0)
 
 
 def test_an_elastic_restart_ends_like_an_uninterrupted_run(tmp_path):

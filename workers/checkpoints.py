@@ -4,8 +4,9 @@ checkpoint.
 
     python -m workers.checkpoints save --world-size 4 --checkpoint /tmp/sharded
     python -m workers.checkpoints load --world-size 2 --checkpoint /tmp/sharded
-    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc-per-node 2 \\
-        --max-restarts 1 -m workers.checkpoints elastic --checkpoint-dir DIR
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --local-addr 127.0.0.1 \\
+        --nproc-per-node 2 --max-restarts 1 -m workers.checkpoints elastic \\
+        --checkpoint-dir DIR
 
 ``save`` trains the sharding chapter's FSDP2 model a few steps and saves it with
 ``dcp.save``, every rank writing its own shards, plus a whole copy for ``load`` to check
@@ -52,6 +53,7 @@ from workers.sharding import (
     storage_bytes,
     tower,
 )
+from workers.verdicts import counted
 
 # --- a sharded checkpoint: saved by N ranks, loaded by M ---------------------------------
 
@@ -142,8 +144,8 @@ def load_demo(rank: int, args, device, events: Events) -> None:
         different = sum(not torch.equal(mine, theirs) for mine, theirs in pairs)
         events.emit(rank, "loaded", world_size=dist.get_world_size(), tensors=len(pairs),
                     different=different)
-        say(rank, f"loaded into {dist.get_world_size()} ranks: {len(pairs)} tensors, "
-                  f"{different} different from the saved ones")
+        say(rank, f"loaded into {counted(dist.get_world_size(), 'rank')}: {len(pairs)} "
+                  f"tensors, {different} different from the saved ones")
         if different:
             raise RuntimeError(f"{different} of {len(pairs)} tensors changed between save "
                                "and load")
