@@ -152,6 +152,56 @@ KINDS = {
     "unwaited": (unwaited_work, "a rank starts an all_reduce nobody else calls, async"),
 }
 
+# --- more shapes of a hang, for the hung_rank lab's grader -------------------------------
+# Not demos of the chapter: each takes the set of misbehaving ranks, and the skip takes the
+# collective that is skipped, so the lab's jobs can have several culprits, recorders that
+# are empty, and every collective the recorder names.
+
+LAB_OPS = ("all_gather", "gather", "scatter", "reduce", "broadcast", "all_to_all",
+           "all_reduce")
+
+
+def lab_stuck_first(rank: int, culprits) -> None:
+    """The culprits wait for a batch that never comes before their first collective: their
+    recorders stay empty while the others wait in an all_reduce."""
+    if rank in culprits:
+        threading.Event().wait()
+    dist.all_reduce(torch.ones(4))
+
+
+def lab_skip(rank: int, culprits, op: str) -> None:
+    """The culprits skip step 1's ``op``, then meet the others in the barrier after the
+    loop: at the recorders' last common number they call barrier, the others ``op``."""
+    n = dist.get_world_size()
+    for step in range(STEPS):
+        if rank in culprits and step == 1:
+            continue
+        x = torch.ones(n)
+        if op == "all_gather":
+            dist.all_gather([torch.empty(n) for _ in range(n)], x)
+        elif op == "gather":
+            dist.gather(x, [torch.empty(n) for _ in range(n)] if rank == 0 else None, dst=0)
+        elif op == "scatter":
+            dist.scatter(torch.empty(1), list(x.split(1)) if rank == 0 else None, src=0)
+        elif op == "reduce":
+            dist.reduce(x, dst=0)
+        elif op == "broadcast":
+            dist.broadcast(x, src=0)
+        elif op == "all_to_all":
+            dist.all_to_all_single(torch.empty(n), x)
+        else:
+            dist.all_reduce(x)
+    dist.barrier()
+
+
+def lab_kind(name: str):
+    """The function of a lab shape: ``stuck_first``, or ``skip:<op>``."""
+    if name == "stuck_first":
+        return lab_stuck_first
+    op = name.partition(":")[2]
+    return lambda rank, culprits: lab_skip(rank, culprits, op)
+
+
 # --- what a rank serves to a second process -----------------------------------------------
 
 
@@ -229,8 +279,11 @@ def rank_main(rank: int, job: Job, args) -> None:
         dist.init_process_group("gloo", store=store, rank=rank, world_size=job.world_size,
                                 timeout=wait)
     Events(args.events).emit(rank, "started", pid=os.getpid(), kind=args.demo)
-    kind, _ = KINDS[args.demo]
-    kind(rank, args.culprit)
+    if args.demo in KINDS:
+        kind, _ = KINDS[args.demo]
+        kind(rank, args.culprit)
+    else:  # a lab shape: several culprits
+        lab_kind(args.demo)(rank, set(args.culprit))
 
 
 # --- stacks, from outside: py-spy ---------------------------------------------------------
@@ -941,7 +994,7 @@ def stop_and_clean(ranks) -> None:
             pass
 
 
-def collect_dumps(kind: str, world_size: int, culprit: int, fr_buffer: int | None = None,
+def collect_dumps(kind: str, world_size: int, culprit, fr_buffer: int | None = None,
                   timeout: float = 30.0) -> dict[int, dict]:
     """Start one kind of hang, wait until every rank's recorder stands still, and return
     the recorders, rank by rank (the lab grades a reading of them): no py-spy needed."""
@@ -955,17 +1008,21 @@ def collect_dumps(kind: str, world_size: int, culprit: int, fr_buffer: int | Non
                                args=(PRELOAD, rank_main, (job, args), os.getpid()),
                                nprocs=world_size, join=False, start_method="forkserver")
     try:
-        deadline, before = time.time() + timeout, None
+        deadline, before, earlier = time.time() + timeout, None, None
         while time.time() < deadline:
             time.sleep(0.3)
             dumps = {rank: read_recorder(p.pid) for rank, p in enumerate(ranks.processes)}
-            if any(dump is None or not dump.get("entries") for dump in dumps.values()):
+            # a recorder may stay empty (a rank stuck before its first collective), but
+            # not every recorder; a dump with no "entries" at all is not the pickled one
+            # (before its group exists, a rank answers only with the JSON dump)
+            if any(dump is None or "entries" not in dump for dump in dumps.values()) or \
+                    not any(dump["entries"] for dump in dumps.values()):
                 continue
             now = {rank: [(e["collective_seq_id"], e["profiling_name"], e["retired"])
                           for e in dump["entries"]] for rank, dump in dumps.items()}
-            if now == before:
+            if now == before == earlier:  # the same three reads in a row, over 0.6 s
                 return dumps
-            before = now
+            before, earlier = now, before
         raise TimeoutError(f"{kind} at {world_size} ranks did not settle in {timeout:g} s")
     finally:
         stop_and_clean(ranks)

@@ -1,14 +1,38 @@
 """Lab hung_rank (hangs): read the flight recorders of a hung job, name the rank behind.
 
+The contract (labs/hung_rank.py), clause by clause, and the jobs that check each:
+
+- Ranks with no entry at the first differing number are behind: the "stuck", "dead" and
+  "stuck_first" jobs.
+- A recorder may be empty, its rank having reached no collective: "stuck_first", whose
+  culprits stall before their first.
+- Several ranks may be behind or out of step, and all are named: "stuck_first" has two
+  culprits from 3 ranks on, and the skip of another collective two at 4 ranks.
+- Out of step: the ranks whose call differs from most ranks' call: "skip", "order",
+  "unwaited", and the skip of another collective.
+- A tie makes rank 0's call the rule: every out-of-step job at 2 ranks, and the skip with
+  two culprits at 4.
+- The collective is the others' call, without the backend's prefix: every job; between
+  them they wait in all_reduce, barrier, broadcast, and one drawn among all_gather,
+  gather, scatter, reduce, broadcast and all_to_all.
+- Entries are matched by number, not by place, and the oldest may be gone: a job whose
+  recorders keep only their last 2 collectives.
+- "retired" says that a rank's call finished there, not that the rank is in step: a
+  skipped gather, scatter or broadcast, which the non-root ranks retire and go past.
+- The standard library only, not workers.hangs nor torch's flight_recorder: the modules
+  imported while the function ran.
+
 For each world size the checker starts real jobs that hang, one of each kind the chapter
 shows (a skipped collective, two collectives in another order, a rank stuck in its own
-Python, a rank whose main thread died, an all_reduce nobody else calls), plus one whose
-recorders keep only their last 2 collectives (TORCH_FR_BUFFER_SIZE=2), so that they start
-at different numbers. The misbehaving rank is drawn at random from the seed, rank 0
-included, except where one rank against one leaves rank 0's call as the rule. Every
-job's recorders are read through its ranks' worker servers while it hangs, and the
-reader's function gets them, rank by rank, as ``_dump_fr_trace`` gave them. Its answer
-must name the ranks the others wait for and the collective the others wait in.
+Python, a rank whose main thread died, an all_reduce nobody else calls), one whose recorders
+keep only their last 2 collectives (TORCH_FR_BUFFER_SIZE=2), so that they start at different
+numbers, and two shapes the chapter does not run (workers.hangs' lab shapes): ranks stuck
+before their first collective, and ranks that skip a collective drawn from the seed. The
+misbehaving ranks are drawn at random from the seed, rank 0 included, except where one call
+against one, or a tie, leaves rank 0's call as the rule. Every job's recorders are read
+through its ranks' worker servers while it hangs, and the reader's function gets them, rank
+by rank, as ``_dump_fr_trace`` gave them. Its answer must name the ranks the others wait
+for and the collective the others wait in, as the recorder names it without its prefix.
 """
 
 from __future__ import annotations
@@ -42,19 +66,38 @@ CASES = {
                  "barrier", "all_reduce"),
 }
 OUT_OF_STEP = [kind for kind, (_, _, own) in CASES.items() if own]
+# the lab's own shapes (workers.hangs.lab_kind): several culprits, empty recorders, and a
+# skipped collective drawn among every one the recorder names
+STUCK_FIRST = ("was stuck in its own Python before its first collective", "all_reduce",
+               None)
+STUCK_FIRST_MANY = "were stuck in their own Python before their first collective"
+SKIPPED = ("all_gather", "gather", "scatter", "reduce", "broadcast", "all_to_all")
+
+
+def story(kind: str) -> tuple:
+    """What the culprits did, the collective the others wait in, and the culprits' own
+    call at that number (None: they have none, they are behind)."""
+    if kind in CASES:
+        return CASES[kind]
+    if kind == "stuck_first":
+        return STUCK_FIRST
+    op = kind.partition(":")[2]
+    return (f"skipped one {op}, then called barrier", op, "barrier")
 
 
 _RECORDED: dict[tuple, dict] = {}
 
 
-def recorded(kind: str, world_size: int, culprit: int, buffer: int | None) -> dict:
+def recorded(kind: str, world_size: int, culprits: tuple, buffer: int | None) -> dict:
     """The recorders of a real job hung that way, read while it hangs; one job per kind,
-    world size, culprit and buffer in a process (checks at other seeds draw the same ones
+    world size, culprits and buffer in a process (checks at other seeds draw the same ones
     again: a hung job takes seconds)."""
     from workers.hangs import collect_dumps
 
-    key = (kind, world_size, culprit, buffer)
+    key = (kind, world_size, culprits, buffer)
     if key not in _RECORDED:
+        # the chapter's kinds have one culprit; the lab's shapes take several
+        culprit = culprits[0] if kind in CASES else culprits
         dumps = collect_dumps(kind, world_size, culprit, fr_buffer=buffer)
         for dump in dumps.values():
             dump.pop("rank", None)  # the book's server adds it: _dump_fr_trace has none
@@ -72,24 +115,47 @@ def setup(world_size: int, rng) -> dict:
         culprits.update({kind: 1 for kind in OUT_OF_STEP})
     else:  # rank 0 misbehaves at least once, out of step
         culprits[rng.choice(OUT_OF_STEP)] = 0
-    plan = [(kind, culprits[kind], None) for kind in CASES]
-    plan.append(("stuck", 0, BUFFER))  # the last rank is not always the culprit
+    plan = [(kind, (culprits[kind],), None) for kind in CASES]
+    plan.append(("stuck", (0,), BUFFER))  # the last rank is not always the culprit
+    # ranks stuck before their first collective: empty recorders, two of them from 3 ranks
+    behind = rng.sample(range(world_size), 1 if world_size == 2 else 2)
+    plan.append(("stuck_first", tuple(sorted(behind)), None))
+    # a skipped collective of another kind: one culprit against the majority, two against
+    # two at 4 ranks (a tie: rank 0's call is the rule), rank 1 against rank 0 at 2
+    op = SKIPPED[rng.randrange(len(SKIPPED))]
+    if world_size == 2:
+        skippers = (1,)
+    elif world_size == 4:
+        skippers = tuple(sorted(rng.sample(range(1, 4), 2)))
+    else:
+        skippers = (rng.randrange(world_size),)
+    plan.append((f"skip:{op}", skippers, None))
     rng.shuffle(plan)
     # the jobs hang side by side: each mostly waits, for its start and for its recorders
     # to stand still, so together they take little more than the slowest
     with ThreadPoolExecutor(len(plan)) as pool:
         list(pool.map(lambda case: recorded(case[0], world_size, *case[1:]), plan))
     cases = []
-    for kind, culprit, buffer in plan:
-        dumps = recorded(kind, world_size, culprit, buffer)
-        story, waited_in, own = CASES[kind]
-        cases.append({"kind": kind, "culprit": culprit, "buffer": buffer, "dumps": dumps,
-                      "story": story, "truth": ([culprit], waited_in), "own": own})
+    for kind, culprits, buffer in plan:
+        dumps = recorded(kind, world_size, culprits, buffer)
+        told, waited_in, own = story(kind)
+        if kind == "stuck_first" and len(culprits) > 1:
+            told = STUCK_FIRST_MANY
+        cases.append({"kind": kind, "culprits": list(culprits), "buffer": buffer,
+                      "dumps": dumps, "story": told, "truth": (list(culprits), waited_in),
+                      "own": own})
     return {"cases": cases}
 
 
+def ranks_named(ranks) -> str:
+    ranks = [str(rank) for rank in ranks]
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return f"ranks {', '.join(ranks[:-1])} and {ranks[-1]}"
+
+
 def describe(world_size: int, given: dict) -> str:
-    kinds = ", ".join(f"{c['kind']} (rank {c['culprit']}"
+    kinds = ", ".join(f"{c['kind']} ({ranks_named(c['culprits'])}"
                       f"{', last 2 kept' if c['buffer'] else ''})" for c in given["cases"])
     return f", {len(given['cases'])} hung jobs: {kinds}"
 
@@ -100,18 +166,39 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         return {}
     answers = []
     for case in given["cases"]:
-        with calls.reader():
-            answers.append(solution(copy.deepcopy(case["dumps"])))
+        try:
+            with calls.reader():
+                answers.append(solution(copy.deepcopy(case["dumps"])))
+        except NotImplementedError:
+            raise  # the stub: refused as every lab refuses it
+        except Exception as error:  # noqa: BLE001 (the reader's mistake, said per job)
+            answers.append({"raised": raised_at(error, solution)})
     borrowed = sorted(name for name in sys.modules
                       if name == "workers.hangs" or "flight_recorder" in name)
     return {"answers": answers, "borrowed": borrowed}
 
 
+def raised_at(error: BaseException, solution) -> str:
+    """``ValueError: ... at labs/hung_rank.py line 12: <the line>``: the reader's error,
+    at the last line of the reader's file it passed through."""
+    import traceback
+
+    from workers.labs.harness import first_line, shown
+
+    filename = solution.__code__.co_filename
+    where = ""
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename == filename:
+            line = (frame.line or "").strip()
+            where = f" at {shown(filename)} line {frame.lineno}: {line}"
+    return f"{type(error).__name__}: {first_line(error)}{where}"
+
+
 def normal(answer) -> tuple[list[int], str] | None:
-    """The answer as (sorted ranks, collective without a backend's prefix), or None."""
+    """The answer as (sorted ranks, collective), or None."""
     try:
         ranks, collective = answer
-        return sorted(int(rank) for rank in ranks), str(collective).split(":")[-1]
+        return sorted(int(rank) for rank in ranks), str(collective)
     except (TypeError, ValueError):
         return None
 
@@ -124,12 +211,20 @@ def judge(world_size: int, outcome, given: dict) -> list:
     findings = []
     for case, answer in zip(given["cases"], result["answers"]):
         truth, got = case["truth"], normal(answer)
-        who = f"rank {case['culprit']} {case['story']}"
+        who = f"{ranks_named(case['culprits'])} {case['story']}"
         if case["buffer"]:
             who += f", and the recorders kept only their last {case['buffer']} collectives"
+        if isinstance(answer, dict) and "raised" in answer:
+            empty = [rank for rank, dump in case["dumps"].items() if not dump["entries"]]
+            why = (f"; the recorder of {ranks_named(empty)} is empty (its entries list is "
+                   f"[]): a rank stuck before its first collective has recorded none"
+                   if empty else "")
+            findings.append(Finding(False, f"{who}: your function raised "
+                                           f"{answer['raised']}{why}"))
+            continue
         if got == (truth[0], truth[1]):
-            findings.append(Finding(True, f"{who}: you named rank {truth[0][0]} and "
-                                          f"{truth[1]}"))
+            findings.append(Finding(True, f"{who}: you named {ranks_named(truth[0])} "
+                                          f"and {truth[1]}"))
             continue
         shown = f"{got[0]} and {got[1]!r}" if got else repr(answer)
         findings.append(Finding(False, f"{who}: you answered {shown}, the answer is "
@@ -145,6 +240,17 @@ def hint(world_size: int, case: dict, got) -> str:
     ranks, collective = got
     culprits, waited_in = case["truth"]
     others = [rank for rank in range(world_size) if rank not in culprits]
+    if ranks == culprits and collective != waited_in and \
+            collective.split(":")[-1] == waited_in:
+        return (f"; drop the backend's prefix: the recorder's {collective!r} is "
+                f"{waited_in!r}")
+    if ranks and set(ranks) < set(culprits):
+        return (f"; more than one rank can be behind or out of step: name every one "
+                f"({len(culprits)} here)")
+    empty = [rank for rank, dump in case["dumps"].items() if not dump["entries"]]
+    if empty and not set(empty) <= set(ranks):
+        return (f"; the recorder of {ranks_named(empty)} is empty: a rank that reached "
+                f"no collective is behind at the first number")
     if case["buffer"] and ranks != culprits and ranks != [world_size - 1]:
         return (f"; these recorders kept only their last {case['buffer']} collectives and "
                 f"start at different numbers: match entries by their collective_seq_id, "
@@ -163,4 +269,11 @@ def hint(world_size: int, case: dict, got) -> str:
     if ranks == culprits and case["own"] and collective == case["own"]:
         return (f"; {case['own']} is the culprit's own call: name the call the other ranks "
                 f"made there, not the culprit's own")
+    # a skipped gather, scatter or broadcast: its non-root ranks retire it and go on
+    last = {rank: dump["entries"][-1] for rank, dump in case["dumps"].items()
+            if dump["entries"]}
+    if case["kind"].startswith("skip:") and len({e["collective_seq_id"]
+                                                 for e in last.values()}) > 1:
+        return ("; a retired entry is a call that finished on its rank, and the rank may "
+                "have gone on: compare every entry by its number, retired or not")
     return ""

@@ -1,0 +1,23 @@
+"""Wrong (kept from a blind round, passed before): Returns the collective as the recorder
+names it, 'gloo:all_reduce', without dropping the backend's prefix."""
+
+from collections import Counter
+
+
+def find_rank_behind(dumps: dict) -> tuple:
+    calls = {rank: {e["collective_seq_id"]: e["profiling_name"] for e in dump["entries"]}
+             for rank, dump in dumps.items()}
+    first = max(min(s) for s in calls.values() if s)
+    last = max(max(s) for s in calls.values() if s)
+    for seq in range(first, last + 1):
+        here = {rank: s.get(seq) for rank, s in calls.items()}
+        if len(set(here.values())) == 1:
+            continue
+        behind = sorted(r for r, c in here.items() if c is None)
+        if behind:
+            others = [c for c in here.values() if c is not None]
+            return behind, Counter(others).most_common(1)[0][0]
+        counts = Counter(here.values())
+        rule = here[0] if counts[here[0]] == max(counts.values()) else counts.most_common(1)[0][0]
+        return sorted(r for r, c in here.items() if c != rule), rule
+    return [], None
