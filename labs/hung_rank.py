@@ -14,14 +14,15 @@ def find_rank_behind(dumps: dict) -> tuple:
     its group: 1, 2, 3, ...), ``"profiling_name"`` (``"gloo:all_reduce"``,
     ``"gloo:barrier"``, ...), ``"process_group"`` (``("0", "default_pg")``: every
     collective here ran in the default group), ``"state"`` and ``"retired"``. A recorder
-    keeps only its last collectives: the oldest may be gone, and not as many on every rank.
+    keeps only its last collectives: the oldest may be gone, and not as many on every rank;
+    a rank that reached no collective has an empty list.
 
     Returns: ``(ranks, collective)``. Look for the first collective number at which the
     ranks' recorders differ, among the numbers every rank still holds or has not reached
-    yet. ``ranks``: the sorted list of the ranks the others wait for there: the ranks with
-    no entry of that number (they are behind), or, when every rank has one, the ranks
-    whose call differs from the call most ranks made (they are out of step; with as many
-    ranks each way, rank 0's call is the rule). ``collective``: the call the other ranks
+    yet. ``ranks``: the sorted list of the ranks (one or more) the others wait for there:
+    the ranks with no entry of that number (they are behind), or, when every rank has one,
+    the ranks whose call differs from the call most ranks made (they are out of step; with
+    as many ranks each way, rank 0's call is the rule). ``collective``: the call the other ranks
     made at that number, without the backend's prefix, such as ``"all_reduce"``.
 
     May use: the Python standard library. Not the book's workers.hangs, nor PyTorch's

@@ -144,7 +144,7 @@ def run_ranks(job: Job, rank_main, *args, preload: tuple = ()) -> int:
         import_modules(preload)
         rank_main(int(os.environ["RANK"]), job, *args)
         return 0
-    say_main(f"{job.world_size} ranks, backend {job.backend}")
+    say_main(f"{job.world_size} rank{'s' * (job.world_size != 1)}, backend {job.backend}")
     return launch(rank_main, (job, *args), job.world_size, job.timeout + 5, preload)
 
 
