@@ -42,6 +42,7 @@ WRONG = {
         "wrong_waits_for_rank0": "a rank must wait until every rank has entered",
         "wrong_one_short": "a rank must wait until every rank has entered",
         "wrong_waits_for_neighbour": "a rank must wait until every rank has entered",
+        "wrong_wait_timeout_one_second": "its store.wait was given a timeout",
     },
     "two_collectives": {
         "wrong_mean": "holds the mean, not the sum",
@@ -97,6 +98,7 @@ WRONG = {
         "wrong_reduces_a_copy": "nor into a copy",
         "wrong_c10d_broadcast": "called broadcast: this lab averages with dist.all_reduce",
         "wrong_divides_by_two": "the mean times 1.5: divide the sum by the world size",
+        "wrong_skip_zero_grads": "every rank must all-reduce every gradient",
     },
     "comm_hook": {
         "wrong_no_divide": "the sum over the 2 ranks, not the mean",
@@ -111,6 +113,8 @@ WRONG = {
         "wrong_library_hook": "made by PyTorch's torch.distributed.algorithms."
                               "ddp_comm_hooks.default_hooks",
         "wrong_broadcast_rank0": "called broadcast: the hook averages each bucket",
+        "wrong_divide_after_sum": "the sum over the ranks overflowed float16",
+        "wrong_returns_float16": "cast the result back to the buffer's dtype",
     },
     "zero1": {
         "wrong_full_state": "ZeRO-1 keeps about 1/N on each rank",
@@ -123,6 +127,7 @@ WRONG = {
         "wrong_local_gradients": "no rank summed the gradients over the ranks",
         "wrong_gather_objects": "called all_gather_object: ZeRO-1 needs",
         "wrong_gather_never_waited": "forgotten wait(): rank 0 never waited for",
+        "wrong_small_kept_whole": "a small parameter's too",
     },
     "hogwild": {
         "wrong_copy": "it trained a copy",

@@ -29,22 +29,28 @@ TOLERANCE = 1e-9
 
 
 def setup(world_size: int, rng) -> dict:
-    return {"seed": rng.randrange(1_000_000)}
+    # in one step one rank's images are all zeros: its first layer's weight gets a
+    # gradient of zeros there, and still takes part in the average
+    step, rank = rng.randrange(STEPS), rng.randrange(world_size)
+    return {"seed": rng.randrange(1_000_000),
+            "zeros": [step, rank * BATCH // world_size, (rank + 1) * BATCH // world_size]}
 
 
 def describe(world_size: int, given: dict) -> str:
     return f", {BATCH // world_size} images per rank and step"
 
 
-def batch(seed: int, step: int):
+def batch(seed: int, step: int, zeros=None):
     import torch
 
     generator = torch.Generator().manual_seed(seed + step)
     images = torch.randn(BATCH, 1, 28, 28, generator=generator, dtype=torch.float64)
+    if zeros and step == zeros[0]:
+        images[zeros[1]:zeros[2]] = 0
     return images, torch.randint(0, 10, (BATCH,), generator=generator)
 
 
-def train(rank: int, world_size: int, seed: int, between=None):
+def train(rank: int, world_size: int, seed: int, between=None, zeros=None):
     """The chapter's training loop on rank ``rank``'s share of each batch; ``between``
     runs after backward (the reader's function, on the ranks). Returns the gradients of
     the first step, before and after ``between``, and the final weights."""
@@ -59,7 +65,7 @@ def train(rank: int, world_size: int, seed: int, between=None):
     share = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)
     first = {}
     for step in range(STEPS):
-        images, labels = batch(seed, step)
+        images, labels = batch(seed, step, zeros)
         optimizer.zero_grad()
         F.cross_entropy(model(images[share]), labels[share]).backward()
         if step == 0:
@@ -78,11 +84,12 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         with calls.reader():
             solution(model)
 
-    names, first, weights = train(rank, world_size, given["seed"], averaged)
+    names, first, weights = train(rank, world_size, given["seed"], averaged,
+                                  given["zeros"])
     result = {"names": names, "own": first["own"], "after": first["after"],
               "weights": weights}
     if rank == 0:  # one process, the whole batch: what the ranks must equal
-        _, single, single_weights = train(0, 1, given["seed"])
+        _, single, single_weights = train(0, 1, given["seed"], zeros=given["zeros"])
         result["single_gradients"], result["single_weights"] = single["own"], single_weights
     return result
 
@@ -180,3 +187,27 @@ def gradient_mistake(kinds: dict, n: int) -> str:
         return (f"{names(scaled)}: the mean {scaled}: divide the sum by the world size, "
                 f"{n} here (dist.get_world_size(), not a number written in)")
     return f"{names('wrong')}: not the mean over the ranks"
+
+
+def explain(world_size: int, outcome, given: dict) -> list:
+    """A job that ended early: did the ranks make different all_reduce calls (one rank
+    skipping a gradient, a zero one say), so that gloo met tensors of different sizes?"""
+    import re
+
+    made = {rank: [int(m.group(1)) for line in lines
+                   for m in [re.match(r"enter \d+ all_reduce\((\d+) bytes", line)] if m]
+            for rank, lines in outcome.logs.items()}
+    if len(made) < 2:
+        return []
+    for index in range(max(len(sizes) for sizes in made.values())):
+        here = {rank: sizes[index] if index < len(sizes) else None
+                for rank, sizes in sorted(made.items())}
+        if len(set(here.values())) > 1:
+            said = ", ".join(f"rank {rank} {size} bytes" if size is not None else
+                             f"rank {rank} none" for rank, size in here.items())
+            zeros = (f" (in step {given['zeros'][0] + 1} one rank's images were all "
+                     f"zeros, so some of its gradients were zeros too)")
+            return [f"the ranks' all_reduce number {index + 1} differed ({said}): every "
+                    f"rank must all-reduce every gradient, in the same order, whatever "
+                    f"its values{zeros}"]
+    return []

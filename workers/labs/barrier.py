@@ -3,7 +3,8 @@
 Every rank gets the job's TCPStore (wrapped, so the checker counts the calls) and calls
 the reader's barrier three times in a row; before each, one rank arrives late: which
 rank, and by how long, is random (from the seed), different ranks in each job, and one
-of the three is late by most of a second. No rank may leave barrier k before every rank has
+of the three is late by 1.5 to 2.5 s (a barrier that gives up after a timeout of a second
+and returns fails there). No rank may leave barrier k before every rank has
 entered it: a barrier that only sleeps, or waits for one rank's key, fails there. The
 last rank to arrive must not be held once it has (a barrier that sleeps long enough to
 pass the first test fails this one). A barrier that polls the store makes more calls the
@@ -30,7 +31,7 @@ PRELOAD = ()
 TIMEOUT = 8.0
 BARRIERS = 3
 LATE = (0.05, 0.25)  # seconds a late rank arrives after the others, in two barriers
-LONG = (0.7, 0.9)  # and in the third
+LONG = (1.5, 2.5)  # and in one of them: longer than a store.wait given a timeout of 1 s
 PROMPT = 0.5  # seconds the last rank may stay in a barrier after it arrives
 MOST_CALLS = 20  # store calls per barrier and rank beyond which a barrier polls
 
@@ -60,6 +61,7 @@ def counting_store(calls):
             self.barrier = 0  # which barrier the calls are in
             self.written = [set() for _ in range(BARRIERS)]  # keys set in each barrier
             self.waited = [set() for _ in range(BARRIERS)]  # keys waited for in each
+            self.timeouts = [[] for _ in range(BARRIERS)]  # timeouts given to wait()
 
         def wrote(self, key):
             self.written[self.barrier].add(str(key))
@@ -89,6 +91,8 @@ def counting_store(calls):
         def wait(self, keys, timeout=None):
             self.waited[self.barrier].update(map(str, keys))
             more = () if timeout is None else (timeout,)
+            if timeout is not None:
+                self.timeouts[self.barrier].append(str(timeout))
             return self.call(f"wait({keys!r})", self.inner.wait, keys, *more)
 
         def compare_set(self, key, expected, desired):
@@ -129,7 +133,8 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
             slept.append(asleep[0])
     return {"entered": entered, "left": left, "counts": counts, "slept": slept,
             "written": [sorted(keys) for keys in store.written],
-            "waited": [sorted(keys) for keys in store.waited]}
+            "waited": [sorted(keys) for keys in store.waited],
+            "timeouts": store.timeouts}
 
 
 def per_rank(rank: int, result: dict, given: dict) -> str:
@@ -159,6 +164,11 @@ def judge(world_size: int, outcome, given: dict) -> list:
                 text += ("; the first barrier held and this one did not: it found the "
                          "keys an earlier barrier left in the store, which never forgets "
                          "(use new keys each time)")
+            elif results[first_out]["timeouts"][barrier]:
+                text += (f": its store.wait was given a timeout "
+                         f"({results[first_out]['timeouts'][barrier][0]}), and it went on "
+                         f"when that ran out; a barrier waits however late the last rank "
+                         f"is")
             else:
                 text += ": a rank must wait until every rank has entered (store.wait)"
             return [Finding(False, text)]

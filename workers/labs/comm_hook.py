@@ -14,6 +14,7 @@ that hands the bucket to it is told to write its own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from workers.labs.harness import Finding, forbidden_finding, wait_findings
@@ -29,10 +30,13 @@ PRELOAD = ("torch._dynamo",)
 TIMEOUT = 10.0
 STEPS = 4
 BUCKET_MB = 0.002  # about 500 float32 gradients per bucket: the tower fills several
+LOUD = 0.75 * 65504  # the largest gradient of the last backward: its sum over ranks is inf
 
 
 def setup(world_size: int, rng) -> dict:
-    return {"seed": rng.randrange(1_000_000)}
+    # one step where one rank's inputs are zeros: its first layer's bucket is all zeros
+    return {"seed": rng.randrange(1_000_000), "zeros": (rng.randrange(STEPS),
+                                                         rng.randrange(world_size))}
 
 
 def describe(world_size: int, given: dict) -> str:
@@ -48,9 +52,11 @@ def tower(seed: int):
                          nn.Linear(32, 4))
 
 
-def inputs(seed: int, rank: int, step: int):
+def inputs(seed: int, rank: int, step: int, zeros=(None, None)):
     import torch
 
+    if (step, rank) == tuple(zeros):
+        return torch.zeros(8, 16)
     generator = torch.Generator().manual_seed(seed + 1000 * step + rank)
     return torch.randn(8, 16, generator=generator)
 
@@ -59,10 +65,26 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    returned = []  # (dtype, shape) of each future's value, and the bucket's buffer's
+
     @functools.wraps(solution)  # DDP reads the reader's signature through it
     def hook(state, bucket):
         with calls.hook():
-            return solution(state, bucket)
+            future = solution(state, bucket)
+        buffer = bucket.buffer()
+        wanted = (str(buffer.dtype).removeprefix("torch."), list(buffer.shape))
+
+        def seen(done):  # beside DDP's own use of the future, never instead of it
+            try:
+                value = done.value()
+                returned.append((str(value.dtype).removeprefix("torch."),
+                                 list(value.shape), *wanted))
+            except Exception:  # noqa: BLE001 (DDP itself says what is wrong with it)
+                pass
+
+        if isinstance(future, torch._C.Future):  # then() gives a torch._C.Future
+            future.add_done_callback(seen)
+        return future
 
     seed = given["seed"]
     hooked = DDP(tower(seed), bucket_cap_mb=BUCKET_MB)
@@ -74,7 +96,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     for step in range(STEPS):
         for model, optimizer in zip((hooked, default), optimizers):
             optimizer.zero_grad()
-            loss = model(inputs(seed, rank, step)).pow(2).mean()
+            loss = model(inputs(seed, rank, step, given["zeros"])).pow(2).mean()
             if model is hooked:
                 before = len(calls.records)
                 with calls.reader():
@@ -86,7 +108,20 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
                 first[model is hooked] = [p.grad.clone() for p in model.parameters()]
             optimizer.step()
     values = sum(p.numel() for p in hooked.parameters())
-    return {"hooked": first[True], "default": first[False], "values": values,
+    # A last backward, no step: the same inputs on every rank, the loss scaled so that the
+    # largest gradient is LOUD. Its mean fits in float16; its sum over the ranks does not.
+    same = inputs(seed, world_size, STEPS)
+    default.zero_grad()
+    default(same).pow(2).mean().backward()
+    scale = LOUD / max(p.grad.abs().max().item() for p in default.parameters())
+    loud = {}
+    for model in (hooked, default):
+        model.zero_grad()
+        with calls.reader() if model is hooked else contextlib.nullcontext():
+            (model(same).pow(2).mean() * scale).backward()
+        loud[model is hooked] = [p.grad.clone() for p in model.parameters()]
+    return {"loud": loud[True], "loud_default": loud[False], "returned": returned,
+            "hooked": first[True], "default": first[False], "values": values,
             "sent": sent, "weights": [p.detach().clone() for p in hooked.parameters()],
             "default_weights": [p.detach().clone() for p in default.parameters()]}
 
@@ -128,6 +163,17 @@ def judge(world_size: int, outcome, given: dict) -> list:
                               "work.get_future().then(...), not a future of its own set "
                               "before the all_reduce is done")
         return waits
+    for rank, result in sorted(outcome.results.items()):
+        odd = next(((dtype, shape, want_dtype, want_shape)
+                    for dtype, shape, want_dtype, want_shape in result["returned"]
+                    if (dtype, shape) != (want_dtype, want_shape)), None)
+        if odd:
+            return [Finding(False, f"rank {rank}'s hook returned a future whose value is "
+                                   f"{odd[0]} of shape {odd[1]}, where the bucket's buffer "
+                                   f"is {odd[2]} of shape {odd[3]}: cast the result back "
+                                   f"to the buffer's dtype in the then() callback (DDP "
+                                   f"may copy it into .grad anyway, but the contract is "
+                                   f"a tensor like bucket.buffer())")]
     findings = []
     for rank, result in sorted(outcome.results.items()):
         pairs = list(zip(result["hooked"], result["default"]))
@@ -145,6 +191,22 @@ def judge(world_size: int, outcome, given: dict) -> list:
     else:
         findings.append(Finding(True, "after backward, the gradients are DDP's average, to "
                                       "float16's precision"))
+    result = outcome.results[0]
+    if findings[-1].held and not all(torch.isfinite(g).all() for g in result["loud"]):
+        findings.append(Finding(False, f"with a gradient of {LOUD:.0f} on every rank, "
+                                       f"the hook's average was inf: the sum over the "
+                                       f"ranks overflowed float16 (largest 65504) where "
+                                       f"the mean fits; divide by the world size before "
+                                       f"the all_reduce"))
+    elif findings[-1].held and not all(
+            torch.allclose(h, d, rtol=1e-2, atol=1.0)
+            for h, d in zip(result["loud"], result["loud_default"])):
+        findings.append(Finding(False, f"with gradients up to {LOUD:.0f}, the hook's "
+                                       f"average differs from DDP's"))
+    elif findings[-1].held:
+        findings.append(Finding(True, f"with gradients up to {LOUD:.0f}, whose sum over "
+                                      f"the ranks overflows float16, the average is still "
+                                      f"right: divided before it is sent"))
     if not reduces:
         return findings + [Finding(False, "the hook called no all_reduce")]
     result = outcome.results[0]

@@ -107,6 +107,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
               "state": adam_state_values() - before,
               "values": sum(p.numel() for p in model.parameters()),
               "tensors": len(list(model.parameters())),
+              "numels": [p.numel() for p in model.parameters()],
               "optimizers": sorted({type(o).__name__ for o in optimizers()})}
     if rank == 0:
         result["single"] = single(world_size, given)
@@ -171,8 +172,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                   f"DDP's to {off:.0e} (float64)"))
     whole = 2 * first["values"]  # exp_avg and exp_avg_sq for every value
     held = {rank: result["state"] for rank, result in results.items()}
-    padding = 2 * first["tensors"] * n  # what padding each tensor to N parts may add
-    fair = 2 * (-(-first["values"] // n) + first["tensors"])  # 1/N, and a part's padding
+    # exactly what padding each parameter to N equal parts gives, on one rank and on all:
+    # no allowance beyond it, where a small parameter kept whole on every rank would hide
+    fair = 2 * sum(-(-numel // n) for numel in first["numels"])
+    padding = n * fair - whole
     if max(held.values()) >= whole:
         rank = max(held, key=held.get)
         findings.append(Finding(False, f"rank {rank} holds {held[rank]} numbers of Adam "
@@ -184,7 +187,9 @@ def judge(world_size: int, outcome, given: dict) -> list:
     elif sum(held.values()) > whole + padding:
         findings.append(Finding(False, f"the ranks hold {sum(held.values())} numbers of "
                                        f"Adam state together, more than one copy "
-                                       f"({whole}): a value's state lives on one rank"))
+                                       f"({whole}, {whole + padding} with each "
+                                       f"parameter's padding): a value's state lives on "
+                                       f"one rank, a small parameter's too"))
     elif max(held.values()) > fair:
         rank = max(held, key=held.get)
         share = held[rank] / sum(held.values())
