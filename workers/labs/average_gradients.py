@@ -8,6 +8,18 @@ steps of SGD with momentum must equal the one process's to 1e-9. Each batch is r
 images of MNIST's shape (the proof needs no real digits, and loads none), and so are the
 initial weights, from the job's seed. The function may only all-reduce (SUM or AVG),
 however it reaches all_reduce: a reduce to rank 0 and a broadcast also average, and fail.
+
+The contract (labs/average_gradients.py), clause by clause, and what checks each:
+
+- Every parameter's .grad holds the mean over the ranks, on every rank: the gradients of
+  the first step against one process on the whole batch, and the weights after training.
+- Whatever the gradients' values: in one step one rank's images are zeros, so some of its
+  gradients are zeros and must still be all-reduced (a job that dies from mismatched
+  all_reduce sizes says so).
+- all_reduce only, with SUM or AVG: other collectives and ops fail.
+- async_op=True is waited for before the tensor is touched: every Work followed (gloo's
+  AVG, which divides when the sum arrives, is told apart from a change by the reader).
+- The weights and the optimizer left alone: the weights are compared with one process's.
 """
 
 from __future__ import annotations

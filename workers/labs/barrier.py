@@ -11,6 +11,18 @@ pass the first test fails this one). A barrier that polls the store makes more c
 longer it waits, and fails on that; the reader's time.sleep calls are counted too. The
 second and third barriers catch the classic bug: a store never forgets, so a barrier
 that reuses the first one's keys opens at once.
+
+The contract (labs/barrier.py), clause by clause, and what checks each:
+
+- No rank returns from call k before every rank entered call k: entry and exit times of
+  three barriers in a row, one rank late before each, once by 1.5 to 2.5 s (a wait that
+  gives up after a timeout and returns fails, and its timeout is named).
+- Every call works however many came before: barriers 2 and 3 (keys a store never
+  forgets).
+- Block in store.wait, do not poll, do not sleep: store calls counted per barrier against
+  the time spent inside, the reader's time.sleep counted.
+- The last rank to arrive is not held: its time inside after it arrived.
+- Only the store: no process group exists.
 """
 
 from __future__ import annotations

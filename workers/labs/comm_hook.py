@@ -10,6 +10,20 @@ gradient value (bfloat16 is 2 bytes too, and fails); after four steps every rank
 weights must be identical, and close to the default's. The initial weights and the data
 come from the job's seed. PyTorch's own fp16_compress_hook would pass all that: a hook
 that hands the bucket to it is told to write its own.
+
+The contract (labs/comm_hook.py), clause by clause, and what checks each:
+
+- The future's value is the mean over the ranks of their buffers: gradients after the
+  first backward against DDP's default averaging, and weights after four steps.
+- A float32 tensor shaped like bucket.buffer(): the value of every future the hook
+  returns, seen when it is done.
+- Sent as float16: the dtype and the bytes of every all_reduce (bfloat16 fails).
+- Divided before it is sent: a last backward with the same inputs on every rank and
+  gradients up to three quarters of float16's largest, whose sum overflows and mean fits.
+- Any bucket, zeros included: one step where one rank's inputs are zeros.
+- Asynchronous, never waited for inside the hook: work.wait(), future.wait(),
+  is_completed() in the hook are seen; a blocking all_reduce fails.
+- Written here, not PyTorch's fp16_compress_hook: who made the all_reduce.
 """
 
 from __future__ import annotations

@@ -11,6 +11,15 @@ carry noise, and every input is random (from the seed), as are the number of ste
 the learning rate; the checker also sees each forward pass (a hook on the model) and
 counts the updates of the weight, so a process that skips a batch, takes them in another
 order, or steps other than once per batch is named however close its weights land.
+
+The contract (labs/hogwild.py), clause by clause, and what checks each:
+
+- Every step of every process lands in the shared parameters: each process's block of
+  the weights against one process trained alone on its batches (5% allowed for races).
+- One SGD step per pair, in order: a forward hook sees each batch, the weight's updates
+  are counted.
+- In place, no copy, no new tensors: the parent's model, seen after the processes end.
+- No momentum, the lr given: the weights one plain SGD gives; the steps and the lr drawn.
 """
 
 from __future__ import annotations

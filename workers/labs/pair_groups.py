@@ -11,6 +11,17 @@ it made, so ranks that skip one disagree on every later name; nothing waits in n
 unless TORCH_DIST_INIT_BARRIER=1 asks for a barrier); with use_local_synchronization=True
 (PyTorch 2.1 and later) only a group's members take part, and a rank may make only its own
 pair's group.
+
+The contract (labs/pair_groups.py), clause by clause, and what checks each:
+
+- Ranks 2k and 2k+1 both hold their two tensors' sum, in place, and nothing of another
+  rank's: starts of 2**r times whole numbers, so a sum names the ranks it added.
+- Through dist.new_group and an all_reduce with group=: the groups each rank's all_reduce
+  ran in; a swap with the partner or a world-wide collective fails.
+- Every rank makes every pair's group, the same calls in the same order, or only its own
+  with use_local_synchronization=True and every member making it: each rank's new_group
+  calls, compared.
+- An even world size: 2, 4 and 6 ranks.
 """
 
 from __future__ import annotations

@@ -9,6 +9,22 @@ by luck: one that changes a chunk its isend is still sending, or receives into a
 an earlier isend or irecv still uses, before wait() (the checker compares what each send
 used before and at its wait, and the addresses of every buffer in flight). The chunk
 length and the values are random.
+
+The contract (labs/ring.py), clause by clause, and what checks each:
+
+- Every rank's tensor holds the element-wise sum, exactly: compared with dist.all_reduce of
+  the same start, whole numbers so any order of additions is exact.
+- In place: the tensor given is a view into a longer one, and the result is read through
+  another view taken before the call; rebinding ``tensor.data`` fails, and so does writing
+  beside the tensor.
+- Lengths are a multiple of N, from one element a chunk up: drawn from the seed.
+- 2(N-1) messages of 1/N of the tensor per rank: every send counted, with its bytes.
+- To one neighbour, from the other, either way round: the peers of the sends, and the real
+  sender of each receive (a receive that names no source counts the rank it came from).
+- Nothing in flight is touched before wait(): each send's tensor compared at its wait,
+  every buffer's addresses against the Works still in flight, every Work followed.
+- isend, irecv, send, recv or batch_isend_irecv only: every collective, by any name, fails.
+- World sizes 2, 3 and 5.
 """
 
 from __future__ import annotations

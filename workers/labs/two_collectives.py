@@ -9,6 +9,17 @@ all_gather_single, the list forms, and the same calls reached through the proces
 object or the functional collectives. The length is random: one the world size does not
 divide (so the tensor must be padded) at 2 and 3 ranks, a multiple of it at 5 (so it must
 not be).
+
+The contract (labs/two_collectives.py), clause by clause, and what checks each:
+
+- Every rank's tensor holds the sum, exactly, in place: compared with dist.all_reduce of
+  the same start, read through a view of the tensor taken before the call (rebinding
+  ``tensor.data`` fails, writing beside the tensor fails).
+- Any length: one N does not divide at 2 and 3 ranks (padding needed), a multiple of N at
+  5 (no whole part of padding).
+- One reduce-scatter and one all-gather, by any of their names or roads; nothing else.
+- Each rank's part is 1/N of the padded tensor: the all-gather's bytes.
+- With async_op=True, wait() before the result is used: every Work followed.
 """
 
 from __future__ import annotations

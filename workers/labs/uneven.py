@@ -9,6 +9,19 @@ taking its batches in order (a hook sees each forward pass); rank 0 checks the w
 against one process that trains on every rank's batches of those steps, which is what
 DDP computes. Join (model.join(), or Join([...])) lets every rank use all of its batches
 instead, and is named as the mistake here, as is any collective but all_reduce.
+
+The contract (labs/uneven.py), clause by clause, and what checks each:
+
+- Every rank takes as many steps as the rank with the fewest batches, none included: batch
+  counts drawn per rank, a rank with no batch at 3 ranks; a forward hook sees each step.
+- Batches in order from the first: which batch each forward was.
+- Every rank returns that number: the value returned.
+- The weights DDP computes: one process trained on every rank's batches of those steps.
+- One all_reduce of a flag before each step, and one more to stop (MIN of "I have a
+  batch", or MAX of "I am out"): each rank's all_reduce calls, counted, with their op;
+  agreeing through another channel fails.
+- No Join, no other collective: Join's constructor is watched, other calls fail.
+- async_op=True is waited for before the flag is read: every Work followed.
 """
 
 from __future__ import annotations

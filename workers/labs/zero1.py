@@ -9,6 +9,17 @@ leave most of it on one rank, and fails). The checker finds the optimizers in ea
 rank's memory (the garbage collector's list of objects): instrumentation, not lesson
 code. PyTorch's ZeroRedundancyOptimizer is what the lab builds by hand, and fails. The
 tower's width, the learning rate, the weights and the data are random, from the seed.
+
+The contract (labs/zero1.py), clause by clause, and what checks each:
+
+- After each step the weights are DDP's with Adam: compared with one process on every
+  rank's data, float64.
+- The Adam state is sharded: each rank holds at most its 1/N of every parameter (padded),
+  exactly; together no more than one copy and its padding (a small parameter kept whole
+  on every rank fails); none on any rank fails too.
+- An even split, not whole parameters dealt round the ranks: the share each rank holds.
+- Only the collectives named, the same on every rank; not ZeroRedundancyOptimizer.
+- World sizes 2 and 3, widths and learning rates drawn from the seed.
 """
 
 from __future__ import annotations
