@@ -444,3 +444,20 @@ def test_a_gloo_dump_is_mended_for_fr_trace():
     assert mended["pg_config"] == {"0": {"name": "0", "desc": "default_pg",
                                          "ranks": "[0, 1]"}}
     assert "" in dump["pg_config"]  # the dump itself is left as it was
+
+
+def test_the_main_thread_is_found_by_its_kernel_id_when_py_spy_reads_no_names():
+    """py-spy 0.4.3 reads no thread names on recent CPython 3.14: the main thread's kernel
+    id is the pid, so the dead kind's rank still reads as one that ended its main thread."""
+    shutdown = Frame("_shutdown", "/usr/lib/python3.14/threading.py", 1500)
+    worker = [Frame("prefetch", HERE, 120),
+              Frame("run", "/usr/lib/python3.14/threading.py", 990)]
+    main, other = Thread("?", [shutdown], 1002), Thread("?", worker, 1003)
+    dead = Process(1002, 2, [other, main])
+    assert dead.main is main
+    text = hangs.where_is("rank 2", dead)
+    assert text.startswith("rank 2 has ended its main thread") and "for a thread," in text
+    named = Process(1002, 2, [Thread("prefetch", worker), Thread("MainThread", [shutdown])])
+    assert "its thread 'prefetch'" in hangs.where_is("rank 2", named)
+    assert hangs.signature(dead) == sorted([("?", [("_shutdown", 1500)]),
+                                            ("?", [("prefetch", 120), ("run", 990)])])

@@ -126,8 +126,10 @@ def test_counts_and_rank_lists_read_as_english():
     assert [counted(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
     assert ranks_named([2]) == "rank 2" and ranks_named([3, 0, 1]) == "ranks 0, 1 and 3"
     assert "committed 1 step of its own" in healed([148], [1], 150).text
-    assert "blamed ranks 0 and 2, and the diagnosis rank 1" in fr_trace_blame(
+    assert "blamed ranks 0 and 2, and the diagnosis blamed rank 1" in fr_trace_blame(
         [0, 2], [1], [0, 2, 3]).text
+    assert "named no culprit rank; the diagnosis blamed rank 1" in fr_trace_blame(
+        [], [1], [0, 2]).text  # fr_trace printed no "Culprit rank" line
 
 
 def test_times_a_few_percent_apart_are_told_in_percent_not_as_one_times():

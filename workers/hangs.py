@@ -330,8 +330,9 @@ class Frame:
 
 @dataclass
 class Thread:
-    name: str
+    name: str  # "?" where py-spy read none (0.4.3, on recent CPython 3.14)
     frames: list[Frame]  # innermost first, as py-spy and the recorder list them
+    os_id: int | None = None  # the kernel's thread id: the main thread's is the pid
 
 
 @dataclass
@@ -344,7 +345,9 @@ class Process:
 
     @property
     def main(self) -> Thread | None:
-        return next((t for t in self.threads if t.name == "MainThread"), None)
+        """The main thread: on Linux its kernel id is the pid; by name elsewhere."""
+        return next((t for t in self.threads if t.os_id == self.pid), None) or next(
+            (t for t in self.threads if t.name == "MainThread"), None)
 
 
 def py_spy() -> str:
@@ -377,7 +380,8 @@ def dump_stacks(pid: int) -> Process | None:
     process = Process(pid, rank_from_environment(pid), [])
     for thread in threads:
         frames = [Frame(f["name"], f["filename"], f["line"]) for f in thread["frames"]]
-        process.threads.append(Thread(thread.get("thread_name") or "?", frames))
+        process.threads.append(Thread(thread.get("thread_name") or "?", frames,
+                                      thread.get("os_thread_id")))
         if process.rank is None:
             process.rank = rank_from_arguments(thread["frames"])
     return process
@@ -578,8 +582,9 @@ def where_is(who: str, process: Process) -> str:
     alive = [(t, f) for t, f in others if f]
     if main and any(f.name == "_shutdown" for f in main.frames) and alive:
         thread, frame = alive[0]
-        return (f"{who} has ended its main thread, and Python waits at exit for its "
-                f"thread '{thread.name}', at {frame.where} ({frame.name})")
+        named = f"its thread '{thread.name}'" if thread.name != "?" else "a thread"
+        return (f"{who} has ended its main thread, and Python waits at exit for "
+                f"{named}, at {frame.where} ({frame.name})")
     return f"{who} is outside the program's own code"
 
 
@@ -796,8 +801,9 @@ def signature(process: Process) -> list:
     rank py-spy did not read, its recorder's calls."""
     if process.unread:
         return process.recorded
+    main = process.main
     return sorted((t.name, [(f.name, f.line) for f in t.frames]) for t in process.threads
-                  if t.name == "MainThread" or reader_frame(t.frames))
+                  if t is main or reader_frame(t.frames))
 
 
 def wait_until_hung(target: int, deadline: float, world_size=None,

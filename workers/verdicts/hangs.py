@@ -68,28 +68,36 @@ def pyspy_page(answers: dict[str, str | None]) -> Verdict:
 
 
 @verdict(
-    keyerror=dict(answer="KeyError: ('0', 0)"),
-    built=dict(answer="built"),
-    failed=dict(answer="ImportError: no module named jinja2"),
+    keyerror=dict(answer="KeyError: ('0', 0)", job="the skip job's"),
+    built=dict(answer="built", job="the skip job's"),
+    failed=dict(answer="ImportError: no module named jinja2", job="the skip job's"),
 )
-def trace_page(answer: str) -> Verdict:
-    """What the debug server's FlightRecorder page code made of the ranks' JSON dumps."""
+def trace_page(answer: str, job: str) -> Verdict:
+    """What the debug server's FlightRecorder page code made of the ranks' JSON dumps, those
+    of ``job`` (its name, possessive); fr_trace above read another job's pickled ones."""
     if answer.startswith("KeyError"):
-        return Verdict("keyerror", f"its FlightRecorder page, fed the same dumps, fails "
-                                   f"the same way: {answer}")
+        return Verdict("keyerror", f"the code that builds its FlightRecorder page, fed "
+                                   f"{job} JSON dumps, fails as fr_trace did: {answer}")
     if answer == "built":
-        return Verdict("built", "its FlightRecorder page built its tables from the dumps")
-    return Verdict("failed", f"its FlightRecorder page failed: {answer}")
+        return Verdict("built", f"the code that builds its FlightRecorder page built its "
+                                f"tables from {job} JSON dumps")
+    return Verdict("failed", f"the code that builds its FlightRecorder page failed on "
+                             f"{job} JSON dumps: {answer}")
 
 
 @verdict(
     same=dict(blamed=[2], culprits=[2], waiting=[0, 1]),
     majority=dict(blamed=[0, 1], culprits=[2], waiting=[0, 1]),
     other=dict(blamed=[1], culprits=[2], waiting=[0, 1]),
+    unnamed=dict(blamed=[], culprits=[2], waiting=[0, 1]),
 )
 def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -> Verdict:
-    """Whom fr_trace called "Culprit rank" in a mismatch, against the diagnosis's culprits
-    (the minority) and the ranks it found waiting (the majority)."""
+    """Whom fr_trace called "Culprit rank" in a mismatch (none, where it printed no such
+    line), against the diagnosis's culprits (the minority) and the ranks it found waiting
+    (the majority)."""
+    if not blamed:
+        return Verdict("unnamed", f"fr_trace named no culprit rank; the diagnosis blamed "
+                                  f"{ranks_named(culprits)}")
     named = ranks_named(blamed)
     if sorted(blamed) == sorted(culprits):
         return Verdict("same", f"fr_trace blamed {named}, as the diagnosis did")
@@ -98,7 +106,7 @@ def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -
                                    f"first dump it reads as the rule, here "
                                    f"{ranks_named(culprits)}'s, and the order it reads a "
                                    f"folder in is the file system's")
-    return Verdict("other", f"fr_trace blamed {named}, and the diagnosis "
+    return Verdict("other", f"fr_trace blamed {named}, and the diagnosis blamed "
                             f"{ranks_named(culprits)}")
 
 
