@@ -116,6 +116,8 @@ def test_point_to_point_and_the_token_ring(n):
     measured = by_rank(result, "p2p")
     # recv blocked for the send rank 0 made after 0.5 s; isend/irecv swapped the values
     assert measured[1]["received"] == 42 and measured[1]["recv_blocked"] >= 0.4
+    if result.backends == ["gloo"]:  # gloo's send waits for rank 1's late recv
+        assert measured[0]["send_blocked"] >= 0.4
     assert measured[0]["got"] == 1 and measured[1]["got"] == 0
     # the token went round the ring: rank r saw 1 + 2 + ... + r, rank 0 the full sum
     assert measured[0]["token"] == sum(range(n))
@@ -190,7 +192,7 @@ def test_ring_by_hand_equals_all_reduce(n):
     assert len(timings) == 2 * n and all(len(e["seconds"]) == 1 for e in timings)
 
 
-def test_the_bandwidth_demo_measures_gloos_limits_beside_it():
+def test_the_bandwidth_demo_measures_two_reference_points_beside_it():
     """The copy on every rank at once and the plain TCP stream from rank 0 to rank 1, in the
     same run as gloo's all_reduce: every field there, every trial timed, the rates sane."""
     sizes, trials = [1024, 65536], 2
@@ -207,7 +209,7 @@ def test_the_bandwidth_demo_measures_gloos_limits_beside_it():
         assert {"size", "seconds", "world_size", "threads", "device"} <= set(e), e
         assert (e["size"], e["world_size"], e["threads"], e["device"]) == (max(sizes), 3, 1,
                                                                             "cpu")
-        assert len(e["seconds"]) == 10
+        assert len(e["seconds"]) == trials  # timed as many times as gloo
     streams = result.events_named("tcp")
     assert sorted((e["rank"], e["size"]) for e in streams) == [(r, s) for r in (0, 1)
                                                                 for s in sizes]

@@ -69,6 +69,15 @@ def p2p(rank: int, world_size: int, device) -> dict:
         measured.update(recv_blocked=time.perf_counter() - begin, received=box.item())
         say(rank, f"recv() returned {box.item():g} after blocking "
                   f"{measured['recv_blocked']:.2f} s")
+    # And send() returns only once the matching recv() has taken the data: rank 1 is late.
+    if rank == 0:
+        begin = time.perf_counter()
+        dist.send(torch.tensor([7.0], device=device), dst=1)
+        measured["send_blocked"] = time.perf_counter() - begin
+        say(rank, f"send(7) returned after blocking {measured['send_blocked']:.2f} s")
+    elif rank == 1:
+        time.sleep(0.5)  # rank 0 is already waiting in send()
+        dist.recv(torch.zeros(1, device=device), src=0)
 
     # Non-blocking: isend/irecv return a Work handle at once; wait() is where it blocks.
     if rank in (0, 1):
@@ -451,10 +460,10 @@ def bandwidth(rank, world_size, device, events, sizes, warmup, trials) -> None:
                     world_size=n)
 
 
-# --- the limits beside it: a memory copy, and a plain socket ------------------------------
+# --- two reference points beside it: a memory copy, and a plain socket --------------------
 
 
-def copy_at_once(rank, world_size, device, events, size, warmup, trials=10) -> None:
+def copy_at_once(rank, world_size, device, events, size, warmup, trials) -> None:
     """Every rank copies ``size`` bytes at the same time, on one thread each (on a GPU: its
     own GPU), each trial after a barrier: the memory bandwidth a rank gets while all do."""
     src = torch.ones(size // 4, device=device)
@@ -474,7 +483,8 @@ def copy_at_once(rank, world_size, device, events, size, warmup, trials=10) -> N
     finally:
         torch.set_num_threads(threads)
     if rank == 0:
-        say(rank, f"memory copy of {size} B on every rank at once, one thread each: "
+        each = "on its own GPU" if device.type == "cuda" else "one thread each"
+        say(rank, f"memory copy of {size} B on every rank at once, {each}: "
                   f"{size / statistics.median(seconds) / 1e9:.2f} GB/s per rank (median)")
     events.emit(rank, "copy", size=size, seconds=seconds, world_size=world_size, threads=1,
                 device=str(device))
@@ -551,7 +561,8 @@ def rank_main(rank: int, job: Job, args) -> None:
         else:
             bandwidth(rank, job.world_size, device, events, args.sizes, args.warmup,
                       args.trials)
-            copy_at_once(rank, job.world_size, device, events, max(args.sizes), args.warmup)
+            copy_at_once(rank, job.world_size, device, events, max(args.sizes), args.warmup,
+                         args.trials)
             if job.backend == "gloo":  # the wire gloo uses on one machine
                 tcp_stream(rank, events, args.sizes, args.warmup, args.trials)
 
