@@ -1,6 +1,7 @@
 """A pipeline: a model split over ranks, trained with send/recv in GPipe's order."""
 import copy
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -37,8 +38,11 @@ def stage_main(rank, world_size):
 
 
 if __name__ == "__main__":
+    world_size = int(os.environ.get("WORLD_SIZE", 2))  # torchrun's, or the 2 spawned below
+    if world_size > LAYERS:  # a rank without layers would have no stage to run
+        sys.exit(f"{world_size} ranks but {LAYERS} layers: every rank needs one at least")
     if "RANK" in os.environ:  # started by torchrun
-        stage_main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+        stage_main(int(os.environ["RANK"]), world_size)
     else:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")

@@ -128,3 +128,14 @@ def test_the_page_shows_its_programs_run_from_this_build(built_book, chapter):
         ended = [re.search(r"exit code 0 after ([\d.]+) s", head) for head in runs]
         assert any(ended), runs
         assert min(float(m.group(1)) for m in ended if m) < SECONDS, runs
+
+
+def test_the_pipeline_program_refuses_more_ranks_than_layers(tmp_path):
+    """A rank without layers would have no stage (an empty Sequential returns its input,
+    which has nothing to backward): one line and a non-zero exit, before any rank starts."""
+    program = ROOT / "programs" / "pipeline_by_hand.py"
+    env = {**os.environ, "WORLD_SIZE": "5", "RANK": "0"}
+    done = subprocess.run([sys.executable, program], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=SECONDS)
+    assert done.returncode == 1, done
+    assert done.stderr.strip() == "5 ranks but 4 layers: every rank needs one at least", done
