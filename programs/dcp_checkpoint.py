@@ -37,9 +37,10 @@ def save_then_load(rank: int, world_size: int, folder: str) -> None:
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
-    # a folder every rank can name, one per user and job (on several machines: a shared one)
+    # a folder every rank can name, one per user and job (on several machines: a shared one,
+    # DCP_FOLDER=/shared/path)
     job = f"{os.getuid()}-{os.environ['MASTER_PORT']}"
-    folder = os.path.join(tempfile.gettempdir(), f"dcp-{job}")
+    folder = os.environ.get("DCP_FOLDER", os.path.join(tempfile.gettempdir(), f"dcp-{job}"))
     if "RANK" in os.environ:  # started by torchrun: this process is one rank
         save_then_load(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), folder)
     else:

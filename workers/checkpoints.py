@@ -136,6 +136,9 @@ def load_demo(rank: int, args, device, events: Events) -> None:
     trained = sharded_model(args, device)
     load(trained, args.checkpoint)
     loaded = whole_state(trained)
+    rows = [0] * dist.get_world_size()  # FSDP2 cut dim 0: rank r's rows follow rank r-1's
+    dist.all_gather_object(rows, trained.parameters[0].to_local().shape[0])
+    say(rank, f"holds rows {sum(rows[:rank])}-{sum(rows[:rank + 1]) - 1} of each weight")
     events.emit(rank, "shard", world_size=dist.get_world_size(),
                 local_bytes=storage_bytes(trained.parameters))
     if rank == 0:
