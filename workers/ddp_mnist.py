@@ -48,6 +48,7 @@ from workers.ranks import (
     fail,
     first_line,
     open_events,
+    physical_cores,
     positive_float,
     positive_int,
     say,
@@ -206,14 +207,15 @@ def rank_main(rank: int, job: Job, args, mode: str) -> None:
         train_and_save(mode, rank, job.world_size, args, device, events)
 
 
-def single(args, events: Events, device: torch.device | None = None) -> int:
+def single(args, events: Events, device: torch.device | None = None,
+           mode: str = "single") -> int:
     """One process, the whole global batch: the reference the ranks must match. On
     ``device``; by itself, on the GPU if there is one."""
     if device is None:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    events.emit(0, "environment", mode="single", pid=os.getpid(), device=str(device),
+    events.emit(0, "environment", mode=mode, pid=os.getpid(), device=str(device),
                 threads=torch.get_num_threads(), variables=dict(os.environ))
-    train_and_save("single", 0, 1, args, device, events)
+    train_and_save(mode, 0, 1, args, device, events)
     return 0
 
 
@@ -221,13 +223,21 @@ def compare(job: Job, args, events: Events) -> int:
     """The three modes one after the other, each saving its weights in --checkpoint-dir.
 
     The one process computes where the ranks do, so that their times compare like with
-    like: on the CPU under gloo (even where a GPU is visible), on GPU 0 under nccl."""
+    like: on the CPU under gloo (even where a GPU is visible), on GPU 0 under nccl. On the
+    CPU it has a thread per core this process may use (torch's default ignores a CPU
+    quota), then runs again with one thread, "one_thread", for its times only."""
     device = torch.device("cuda", 0) if job.backend == "nccl" else torch.device("cpu")
-    for mode in ["single", "manual", "ddp"]:
-        args.checkpoint = str(Path(args.checkpoint_dir) / f"{mode}-{args.dtype}.pt")
+    on_cpu = device.type == "cpu"
+    for mode in ["single"] + ["one_thread"] * on_cpu + ["manual", "ddp"]:
+        args.checkpoint = (str(Path(args.checkpoint_dir) / f"{mode}-{args.dtype}.pt")
+                           if mode != "one_thread" else None)
         say_main(f"--- {mode}")
-        code = single(args, events, device) if mode == "single" else run_ranks(
-            job.on_fresh_port(), rank_main, args, mode, preload=PRELOAD)
+        if mode in ("single", "one_thread"):
+            if on_cpu:
+                torch.set_num_threads(1 if mode == "one_thread" else physical_cores())
+            code = single(args, events, device, mode)
+        else:
+            code = run_ranks(job.on_fresh_port(), rank_main, args, mode, preload=PRELOAD)
         if code:
             return code
     return 0

@@ -121,27 +121,39 @@ def hardware(backend: str, single_threads: int, rank_threads: int, cores: int) -
                           "use.")
 
 
+ONE = [4.0, 4.2, 4.4, 4.6]  # one thread's step times (ms) in the examples below
+
+
 @verdict(
-    cpu=dict(backend="gloo"),
-    gpu=dict(backend="nccl"),
+    gpu=dict(backend="nccl", one_thread=[], ddp=[5.0, 6.0, 7.0, 8.0]),
+    cpu_a_faster=dict(backend="gloo", one_thread=ONE, ddp=[6.0, 6.5, 7.0, 7.5]),
+    cpu_a_faster_close=dict(backend="gloo", one_thread=[3.00, 3.01, 3.02, 3.03],
+                            ddp=[3.10, 3.11, 3.12, 3.13]),
+    cpu_b_faster=dict(backend="gloo", one_thread=ONE, ddp=[2.0, 2.5, 3.0, 3.5]),
+    cpu_b_faster_close=dict(backend="gloo", one_thread=[3.10, 3.11, 3.12, 3.13],
+                            ddp=[3.00, 3.01, 3.02, 3.03]),
+    cpu_inside=dict(backend="gloo", one_thread=ONE, ddp=[4.1, 4.3, 4.5, 4.7]),
 )
-def what_it_shows(backend: str) -> Verdict:
-    """What one process against two ranks measures on that hardware."""
+def what_it_shows(backend: str, one_thread: Sequence[float],
+                  ddp: Sequence[float]) -> Verdict:
+    """What one process against two ranks measures on that hardware. On the CPU the one
+    process ran again with one thread (``one_thread``: its step times, ms), and that run
+    is set against DDP's (``ddp``) too."""
     if backend == "nccl":
         return Verdict("gpu", "Each GPU computed half of every global batch, which is what "
                               "data parallelism buys, and paid an all-reduce per step for "
                               "it; for a model this small a GPU step may cost more in "
                               "kernel launches than in arithmetic, and halving the images "
                               "does not halve those.")
-    return Verdict("cpu", "Two ranks sharing one CPU have no more arithmetic between them "
-                          "than one process on the same cores, so what this comparison "
-                          "shows is how the machine treats one process's threads against "
-                          "two processes (the threads of one process wait for each other "
-                          "in every operation, which costs most on a busy machine), not "
-                          "what data parallelism buys: that pays off when each rank brings "
-                          "its own processor, as on a machine with one GPU per rank, where "
-                          "the work per GPU falls with the number of ranks.")
-
+    again = per_step(one_thread, ddp, "the one process with one thread", "DDP")
+    return Verdict(f"cpu_{again.outcome}",
+                   "Two ranks sharing one CPU have no more arithmetic between them than "
+                   "one process on the same cores, so this compares ways of using the "
+                   "cores, not what data parallelism buys. The one process ran the epoch "
+                   f"again with one thread, {statistics.median(one_thread):.1f} ms a step "
+                   f"(median); set against DDP: {again}. Data parallelism pays off "
+                   "when each rank brings its own processor, as with one GPU per rank, "
+                   "where the work per GPU falls with the number of ranks.")
 
 
 @verdict(
