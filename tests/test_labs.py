@@ -99,6 +99,7 @@ WRONG = {
         "wrong_c10d_broadcast": "called broadcast: this lab averages with dist.all_reduce",
         "wrong_divides_by_two": "the mean times 1.5: divide the sum by the world size",
         "wrong_skip_zero_grads": "every rank must all-reduce every gradient",
+        "wrong_also_averages_weights": "weights changed inside average_gradients",
     },
     "comm_hook": {
         "wrong_no_divide": "the sum over the 2 ranks, not the mean",

@@ -42,8 +42,10 @@ TOLERANCE = 1e-9
 
 def setup(world_size: int, rng) -> dict:
     # in one step one rank's images are all zeros: its first layer's weight gets a
-    # gradient of zeros there, and still takes part in the average
-    step, rank = rng.randrange(STEPS), rng.randrange(world_size)
+    # gradient of zeros there, and still takes part in the average (not in the first
+    # step, whose gradients are compared one by one: there a zero would make a rank's own
+    # gradient equal to the sum)
+    step, rank = rng.randrange(1, STEPS), rng.randrange(world_size)
     return {"seed": rng.randrange(1_000_000),
             "zeros": [step, rank * BATCH // world_size, (rank + 1) * BATCH // world_size]}
 
@@ -92,14 +94,19 @@ def train(rank: int, world_size: int, seed: int, between=None, zeros=None):
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
+    moved = []  # the parameters whose weights the function changed, bit for bit
+
     def averaged(model):
+        before = [p.detach().clone() for p in model.parameters()]
         with calls.reader():
             solution(model)
+        moved.extend(name for (name, p), b in zip(model.named_parameters(), before)
+                     if not p.detach().equal(b) and name not in moved)
 
     names, first, weights = train(rank, world_size, given["seed"], averaged,
                                   given["zeros"])
     result = {"names": names, "own": first["own"], "after": first["after"],
-              "weights": weights}
+              "weights": weights, "moved": moved}
     if rank == 0:  # one process, the whole batch: what the ranks must equal
         _, single, single_weights = train(0, 1, given["seed"], zeros=given["zeros"])
         result["single_gradients"], result["single_weights"] = single["own"], single_weights
@@ -152,6 +159,13 @@ def judge(world_size: int, outcome, given: dict) -> list:
             kinds.setdefault(kind, []).append(f"{name} (rank {rank})")
     if set(kinds) != {"mean"}:
         return [Finding(False, gradient_mistake(kinds, n))]
+    for rank, result in sorted(outcome.results.items()):
+        if result["moved"]:
+            return [Finding(False, f"rank {rank}'s weights changed inside "
+                                   f"average_gradients ({list_of(result['moved'][:3])}): "
+                                   f"it averages each .grad and leaves the weights to the "
+                                   f"optimizer (even an average of equal weights can move "
+                                   f"their last bit)")]
     findings = [Finding(True, "after average_gradients, every gradient is the whole "
                               "batch's, as one process computes it")]
     worst = max((w - s).abs().max().item()
