@@ -168,7 +168,7 @@ WRONG = {
         "wrong_tie_highest": "rank 0's call is the rule",
         "wrong_first_culprit_only": "more than one rank can be behind or out of step",
         "wrong_keeps_prefix": "drop the backend's prefix",
-        "wrong_min_of_empty": "your function raised ValueError: min() arg is an empty",
+        "wrong_min_of_empty": "your function raised ValueError: min()",
         "wrong_skips_empty_recorder": "a rank that reached no collective is behind",
     },
 }
