@@ -142,6 +142,7 @@ WRONG = {
         "wrong_one_step": "updated the shared weight 1 time for its",
         "wrong_steps_every_other": "one SGD step per batch",
         "wrong_new_parameter": "replaced the model's weight with a new tensor",
+        "wrong_stops_when_converged": "never ran batch",
     },
     "uneven": {
         "wrong_no_agreement": "agree before each step whether every rank still has a batch",
