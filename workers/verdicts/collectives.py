@@ -172,6 +172,8 @@ def reduce_off_the_root(before: Sequence[Sequence[float]], after: Sequence[Seque
                 second_name="4 KiB"),
     level=dict(first=[0.11, 0.12, 0.13], second=[0.1, 0.11, 0.12], first_name="1 KiB",
                second_name="4 KiB"),
+    unordered=dict(first=[0.70, 0.78, 3.6], second=[3.0, 4.1, 4.5], first_name="1 KiB",
+                   second_name="4 KiB"),
     faster=dict(first=[0.09, 0.1, 0.1], second=[0.11, 0.12, 0.13], first_name="1 KiB",
                 second_name="4 KiB"),
 )
@@ -189,8 +191,17 @@ def smallest_against_next(first: Sequence[float], second: Sequence[float], first
     if where == "lower":
         return Verdict("faster", f"{first_name} was faster than {second_name} in every "
                                  "trial: even among small messages, size costs a little.")
-    return Verdict("level", f"{first_name} and {second_name} took about as long (their "
-                            f"trials overlap): {NOISE}, and size did not show in the cost.")
+    low, high = sorted([statistics.median(first), statistics.median(second)])
+    if high > 1.5 * low:  # overlapping ranges, but medians far apart
+        slower = first_name if statistics.median(first) > statistics.median(second) \
+            else second_name
+        return Verdict("unordered", f"{slower}'s median was {high / low:.1f} times the "
+                                    f"other's, but the trials of {first_name} and "
+                                    f"{second_name} overlap: with this many trials the "
+                                    f"run cannot order them.")
+    return Verdict("level", f"{first_name} and {second_name} took about as long (medians "
+                            f"within 1.5 times, trials overlapping): {NOISE}, and size did "
+                            f"not show in the cost.")
 
 
 @verdict(
