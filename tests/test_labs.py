@@ -68,7 +68,7 @@ WRONG = {
         "wrong_c10d_all_reduce": "called all_reduce: a ring by hand uses only isend",
         "wrong_gather_collective": "called all_gather_into_tensor: a ring by hand",
         "wrong_irecv_not_waited": "never waited for the Work of its irecv(",
-        "wrong_half_chunks": "of the tensor in 4 messages; a ring sends",
+        "wrong_half_chunks": "the right bytes in more messages than a ring sends",
         "wrong_rebinds_data": "assigning to the name or to tensor.data gives it new",
     },
     "pair_groups": {

@@ -17,7 +17,8 @@ The contract (labs/ring.py), clause by clause, and what checks each:
 - In place: the tensor given is a view into a longer one, and the result is read through
   another view taken before the call; rebinding ``tensor.data`` fails, and so does writing
   beside the tensor.
-- Lengths are a multiple of N, from one element a chunk up: drawn from the seed.
+- Lengths are a multiple of N, from one element a chunk up: drawn from the seed (at 5
+  ranks, two elements a chunk or more).
 - 2(N-1) messages of 1/N of the tensor per rank: every send counted, with its bytes.
 - To one neighbour, from the other, either way round: the peers of the sends, and the real
   sender of each receive (a receive that names no source counts the rank it came from).
@@ -52,8 +53,10 @@ TIMEOUT = 6.0
 
 
 def setup(world_size: int, rng) -> dict:
-    # from one element a chunk (the smallest tensor the lab allows) to a few
-    return {"numel": rng.randint(1, 6) * world_size, "seed": rng.randrange(1_000_000)}
+    # from one element a chunk (the smallest tensor the lab allows) to a few; the largest
+    # world size always has two or more, so a chunk split in two messages shows
+    low = 2 if world_size == max(WORLD_SIZES) else 1
+    return {"numel": rng.randint(low, 6) * world_size, "seed": rng.randrange(1_000_000)}
 
 
 def describe(world_size: int, given: dict) -> str:
@@ -118,6 +121,10 @@ def traffic_findings(world_size: int, outcome) -> list:
         if sends and max(c["sent"] for c in sends) >= result["bytes"]:
             return [Finding(False, f"{said}: whole tensors went round the ring; send one "
                                    f"chunk of 1/N per step")]
+        if abs(fraction - expected_fraction) <= 1e-9 and len(sends) > expected_messages:
+            return [Finding(False, f"{said}: the right bytes in more messages than a ring "
+                                   f"sends, each one a latency more; send each chunk in "
+                                   f"one message")]
         if len(sends) != expected_messages or abs(fraction - expected_fraction) > 1e-9:
             return [Finding(False, said)]
         right, left = (rank + 1) % n, (rank - 1) % n
