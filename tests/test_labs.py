@@ -45,6 +45,7 @@ WRONG = {
         "wrong_wait_timeout_one_second": "its store.wait was given a timeout",
     },
     "two_collectives": {
+        "wrong_all_reduce_when_tiny": "rank 0 called all_reduce: this lab builds",
         "wrong_mean": "holds the mean, not the sum",
         "wrong_no_padding": "elements do not divide by 2: pad the tensor",
         "wrong_reduce_broadcast": "called reduce and broadcast",

@@ -7,16 +7,16 @@ else, however it reached them: the pair a ring all-reduce is made of, each rank 
 reduce_scatter_single (the flat forms' names from PyTorch 2.13), all_gather_into_tensor or
 all_gather_single, the list forms, and the same calls reached through the process-group
 object or the functional collectives. The length is random: one the world size does not
-divide (so the tensor must be padded) at 2 and 3 ranks, a multiple of it at 5 (so it must
-not be).
+divide (so the tensor must be padded) at 2 ranks, one shorter than the world size at 3 (a
+part is all padding), a multiple of it at 5 (so it must not be padded).
 
 The contract (labs/two_collectives.py), clause by clause, and what checks each:
 
 - Every rank's tensor holds the sum, exactly, in place: compared with dist.all_reduce of
   the same start, read through a view of the tensor taken before the call (rebinding
   ``tensor.data`` fails, writing beside the tensor fails).
-- Any length: one N does not divide at 2 and 3 ranks (padding needed), a multiple of N at
-  5 (no whole part of padding).
+- Any length: one N does not divide at 2 ranks (padding needed), one or two elements at 3
+  (shorter than N: a whole part of padding), a multiple of N at 5 (no padding).
 - One reduce-scatter and one all-gather, by any of their names or roads; nothing else.
 - Each rank's part is 1/N of the padded tensor: the all-gather's bytes.
 - With async_op=True, wait() before the result is used: every Work followed.
@@ -50,13 +50,15 @@ GATHERS = FAMILIES["all_gather"]
 def setup(world_size: int, rng) -> dict:
     if world_size % 5 == 0:  # a length that divides: padding it would send too much
         numel = world_size * rng.randint(2, 8)
+    elif world_size == 3:  # shorter than N: a part is all padding, and some parts hold none
+        numel = rng.choice([1, 2])
     else:
         numel = rng.choice([n for n in range(7, 41) if world_size == 1 or n % world_size])
     return {"numel": numel, "seed": rng.randrange(1_000_000)}
 
 
 def describe(world_size: int, given: dict) -> str:
-    return f", {given['numel']} elements"
+    return f", {given['numel']} element{'s' * (given['numel'] != 1)}"
 
 
 def start_values(rank: int, given: dict):

@@ -1,4 +1,4 @@
-"""Wrong (kept from a blind round, passed before): Wrong: also all-reduces and averages the
+"""Wrong (kept from a blind round, passed before): Also all-reduces and averages the
 weights themselves, which the contract says to leave alone (extra traffic, and the mean
 of equal weights may round off)."""
 

@@ -1,5 +1,5 @@
-"""Wrong (kept from a blind round, passed before): Wrong: stops early once a batch's loss
-falls below 1e-6, so the remaining pairs' steps are never applied."""
+"""Wrong (kept from a blind round, passed before): Stops early once a batch's loss falls
+below 1e-6, so the remaining pairs' steps are never applied."""
 
 import torch
 import torch.nn.functional as F
