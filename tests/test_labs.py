@@ -160,6 +160,8 @@ WRONG = {
         "wrong_agree_through_store": "never called all_reduce: the ranks must agree",
     },
     "hung_rank": {
+        "wrong_lstrip_prefix": "you answered [1] and 'ather', the answer is [1] and "
+                               "'gather'",
         "wrong_last_rank": "the rank behind is not always the last one",
         "wrong_fewest_entries": "you named every rank",
         "wrong_own_collective": "not the culprit's own",
