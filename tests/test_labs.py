@@ -103,6 +103,8 @@ WRONG = {
         "wrong_also_averages_weights": "weights changed inside average_gradients",
     },
     "comm_hook": {
+        "wrong_shared_cache": "it had handed that Work on with get_future(), whose future "
+                              "no one had waited for yet",
         "wrong_no_divide": "the sum over the 2 ranks, not the mean",
         "wrong_float32": "all-reduced float32, not float16",
         "wrong_forgotten_wait": "forgotten wait()",
@@ -346,8 +348,13 @@ def test_the_seed_chooses_the_inputs_alone():
     two = [inputs(lab_module("uneven"), 2, seed)["counts"] for seed in range(30)]
     assert all(min(c) >= 1 and c[0] != c[1] for c in two)
     assert {c.index(min(c)) for c in two} == {0, 1}
+    lengths = {inputs(lab_module("two_collectives"), 2, seed)["numel"] for seed in range(20)}
+    assert len(lengths) > 5 and all(n % 2 for n in lengths)
     lengths = {inputs(lab_module("two_collectives"), 3, seed)["numel"] for seed in range(20)}
-    assert len(lengths) > 5 and all(n % 3 for n in lengths)
+    assert lengths == {1, 2}  # shorter than the world size
+    ring = [inputs(lab_module("ring"), n, seed)["numel"] // n for n in (2, 5)
+            for seed in range(20)]
+    assert min(ring[:20]) == 1 and min(ring[20:]) >= 2  # one element a chunk, or two
 
 
 def test_seed_on_the_command_line(capsys):

@@ -21,6 +21,9 @@ The contract (labs/comm_hook.py), clause by clause, and what checks each:
 - Divided before it is sent: a last backward with the same inputs on every rank and
   gradients up to three quarters of float16's largest, whose sum overflows and mean fits.
 - Any bucket, zeros included: one step where one rank's inputs are zeros.
+- Every bucket's all_reduce has a buffer of its own while it is in flight: two buckets of
+  the same size in every backward after the first; a buffer reused before DDP waited for
+  the future it was handed on through is seen by its addresses.
 - Asynchronous, never waited for inside the hook: work.wait(), future.wait(),
   is_completed() in the hook are seen; a blocking all_reduce fails.
 - Written here, not PyTorch's fp16_compress_hook: who made the all_reduce.
@@ -62,8 +65,11 @@ def tower(seed: int):
     from torch import nn
 
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
-                         nn.Linear(32, 4))
+    # after DDP's first backward, buckets of 596, 544, 528 and 544 gradients: two of the
+    # same size, each of them in flight while the other is written
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU(),
+                         nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU(),
+                         nn.Linear(16, 4))
 
 
 def inputs(seed: int, rank: int, step: int, zeros=(None, None)):

@@ -276,6 +276,7 @@ class InFlight:
     sent: list  # (tensor, a copy of it when sent): must not change before wait()
     versions: list  # (tensor, its version): an in-place collective's, likewise
     buffers: list  # (start, end) addresses of its tensors
+    tensors: tuple = ()  # held while handed on, so that no other tensor takes its memory
 
 
 class Calls:
@@ -294,6 +295,11 @@ class Calls:
         self._local = threading.local()
         self._serial = 0
         self._flying: dict[int, InFlight] = {}  # id(work): the Works not yet waited for
+        # Works handed on with get_future() (a hook's to DDP): their buffers stay in use
+        # until the reader waits for that future, or until the reader's block ends (DDP
+        # waits for every bucket's future at the end of backward), whether or not the
+        # collective happens to be done already: id(future): its Work's InFlight
+        self._handed: dict[int, InFlight] = {}
 
     def note(self, text: str) -> None:
         os.write(self._log, (text.replace("\n", " ") + "\n").encode())
@@ -317,6 +323,7 @@ class Calls:
             yield
         finally:
             self.counting = False
+            self._handed.clear()
             self.note("phase after your function returned")
 
     @contextmanager
@@ -566,7 +573,7 @@ class Calls:
             held = functools.partial(lambda work: work, result)
         flight = InFlight(held, record, serial, [], [],
                           [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
-                           for t in tensors])
+                           for t in tensors], tuple(tensors))
         if name in IN_PLACE:
             # gloo has no AVG of its own: it sums, then divides the tensor in place when
             # the sum arrives, before wait(), which moves its version on by one
@@ -575,14 +582,22 @@ class Calls:
                                if t._base is None]
         elif not receiving:
             flight.sent = [(t, t.detach().clone()) for t in tensors]
-        for other in self._flying.values():  # a buffer still in use by an earlier Work
+        writes = (*RECEIVES, *IN_PLACE)  # a Work that writes into its buffer
+        for other in (*self._flying.values(), *self._handed.values()):
+            # a buffer still in use by an earlier Work, which one of the two writes into
             if any(a < d and c < b for a, b in flight.buffers for c, d in other.buffers) \
-                    and (receiving or other.record["name"] in RECEIVES):
-                what = "received into" if receiving else "sent from"
+                    and (name in writes or other.record["name"] in writes):
+                what = "received into" if receiving else \
+                    f"ran {name} in place on" if name in IN_PLACE else "sent from"
+                handed = other in self._handed.values()
                 self.problems.append(
                     f"{what} a buffer that its earlier {other.record['what']} was still "
-                    f"using (it had not waited for it): wait() before reusing a buffer, "
-                    f"or use another one")
+                    f"using (" + ("it had handed that Work on with get_future(), whose "
+                                  "future no one had waited for yet: a hook's future is "
+                                  "waited for at the end of backward; give each bucket "
+                                  "its own buffer" if handed else
+                                  "it had not waited for it: wait() before reusing a "
+                                  "buffer, or use another one") + ")")
                 break
         self._flying[key] = flight
         self.note(f"work {serial} {record['what']}")
@@ -634,8 +649,12 @@ class Calls:
             return done
 
         def work_get_future(work):
+            flight = calls._flying.get(id(work))
             calls.landed(work, "get_future()")
-            return get_future(work)
+            future = get_future(work)
+            if flight is not None and flight.work() is work and calls.counting:
+                calls._handed[id(future)] = flight
+            return future
 
         def work_is_completed(work):
             done = is_completed(work)
@@ -653,7 +672,9 @@ class Calls:
         def future_waited(future):
             if calls._in_hook() and not getattr(calls._local, "inside", 0):
                 calls.hook_waits.append("future.wait()")
-            return future_wait(future)
+            done = future_wait(future)
+            calls.released(future)
+            return done
 
         def chained(future, callback):
             def called(*args, **kwargs):
@@ -663,7 +684,10 @@ class Calls:
                 finally:
                     calls._local.callback = False
 
-            return then(future, called)
+            following = then(future, called)
+            if id(future) in calls._handed:  # waiting for it waits for the Work too
+                calls._handed[id(following)] = calls._handed[id(future)]
+            return following
 
         future_class.wait = future_waited
         future_class.then = chained
@@ -672,9 +696,19 @@ class Calls:
         def waited_all(futures):
             if calls._in_hook():
                 calls.hook_waits.append("torch.futures.wait_all()")
-            return wait_all(futures)
+            done = wait_all(futures)
+            for future in futures:
+                calls.released(future)
+            return done
 
         replace_everywhere({id(wait_all): wait_all}, {id(wait_all): waited_all})
+
+    def released(self, future) -> None:
+        """The reader waited for a future: a Work handed on through it is done."""
+        flight = self._handed.pop(id(future), None)
+        if flight is not None:
+            self._handed = {key: other for key, other in self._handed.items()
+                            if other is not flight}
 
     def unwaited(self) -> list[str]:
         return [record["what"] for record in self.records if record.get("waited") is False]

@@ -17,7 +17,8 @@ def find_rank_behind(dumps: dict) -> tuple:
         names = [calls[r][n] for r in have]
         counts = Counter(names)
         top = max(counts.values())
-        rule = calls[have[0]][n] if counts[calls[have[0]][n]] == top else counts.most_common(1)[0][0]
+        first = calls[have[0]][n]
+        rule = first if counts[first] == top else counts.most_common(1)[0][0]
         if len(have) < len(ranks):
             behind = [r for r in ranks if r not in have]
             return behind, rule.lstrip("gloo:")
