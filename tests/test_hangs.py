@@ -414,7 +414,23 @@ def test_two_ranks_behind_and_a_tie():
     tie = {0: [entry(1, "all_reduce", 10, False)], 1: [entry(1, "broadcast", 12, False)]}
     verdict = read_hang({0: process(0, 10, "all_reduce"), 1: process(1, 12, "broadcast")},
                         tie)
-    assert verdict.culprits == [1] and "taken as the rule" in verdict.text
+    assert verdict.culprits == [1] and "rank 0's call is taken as the rule" in verdict.text
+    # three calls at five ranks, two, two and one: rank 0 alone, so rank 1's call rules
+    ops = {0: "gather", 1: "broadcast", 2: "all_reduce", 3: "broadcast", 4: "all_reduce"}
+    three = {r: [entry(1, op, 10 + r, False)] for r, op in ops.items()}
+    verdict = read_hang({r: process(r, 10 + r, op) for r, op in ops.items()}, three)
+    assert verdict.culprits == [0, 2, 4]
+    assert "2 calls tie, 2 ranks each: the call of rank 1, the lowest" in verdict.text
+    assert "as many ranks each way" not in verdict.text
+
+
+def test_a_scatter_whose_source_passed_more_tensors_is_no_disagreement():
+    recorders = {r: [entry(1, "scatter", 10), entry(2, "all_reduce", 11, False)]
+                 for r in range(3)}
+    recorders[0][0].sizes = [[4], [4], [4]]  # the source passes the list it hands out
+    recorders[2].pop()  # rank 2 skipped the all_reduce
+    seq, here = first_disagreement(recorders)
+    assert seq == 2 and here[2] is None
 
 
 def test_the_same_collective_with_other_sizes_names_the_minority_by_its_sizes():

@@ -564,9 +564,20 @@ def first_disagreement(recorders: dict[int, list[Entry]], group: str = "0"):
     last = max((max(by_seq) for by_seq in calls.values() if by_seq), default=0)
     for seq in range(first, last + 1):
         here = {rank: by_seq.get(seq) for rank, by_seq in calls.items()}
-        if len({(e.op, str(e.sizes)) if e else None for e in here.values()}) > 1:
+        if len({call_of(e) if e else None for e in here.values()}) > 1:
             return seq, here
     return None, {}
+
+
+# A rooted collective's inputs differ between its ranks by design: scatter's source passes
+# the list of tensors to hand out, and the others pass none; gather's outputs, likewise.
+ROOTED = ("scatter", "gather")
+
+
+def call_of(entry: Entry) -> tuple:
+    """What a rank called at a number: the collective, and its tensors' sizes where every
+    rank passes the same (all but the rooted ones)."""
+    return (entry.op, None if entry.op in ROOTED else str(entry.sizes))
 
 
 def where_is(who: str, process: Process) -> str:
@@ -635,12 +646,13 @@ def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> 
                        culprit_line, None, text)
     # the ranks differ in the collective, or, calling the same one, in its tensors' sizes
     same_op = len({entry.op for entry in here.values()}) == 1
-    call = (lambda e: (e.op, str(e.sizes))) if same_op else (lambda e: e.op)
+    call = call_of if same_op else (lambda e: e.op)
     named = (lambda e: f"{e.op} of sizes {e.sizes}") if same_op else (lambda e: e.op)
     calls = Counter(call(entry) for entry in here.values())
     top = max(calls.values())
     tied = [key for key, count in calls.items() if count == top]
-    rule = here[min(rank for rank, e in here.items() if call(e) in tied)]
+    ruling = min(rank for rank, e in here.items() if call(e) in tied)  # lowest tied rank
+    rule = here[ruling]
     reference = rule.op
     culprits = sorted(rank for rank, entry in here.items() if call(entry) != call(rule))
     waiting = sorted(set(here) - set(culprits))
@@ -649,8 +661,11 @@ def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> 
             f"{'its' if len(culprits) == 1 else 'their'} collective #{seq} is {named(mine)}"
             f"{at(mine.line)}, where {ranks_text(waiting)} called {named(rule)}"
             f"{at(theirs.line)}")
-    if len(tied) > 1:
-        text += f" (as many ranks each way: rank {min(here)}'s call is taken as the rule)"
+    if len(tied) == 2 and len(calls) == 2:
+        text += f" (as many ranks each way: rank {ruling}'s call is taken as the rule)"
+    elif len(tied) > 1:
+        text += (f" ({len(tied)} calls tie, {top} ranks each: the call of rank {ruling}, "
+                 f"the lowest of their ranks, is taken as the rule)")
     stuck_in = {rank: collective_in(processes[rank].main.frames) for rank in culprits
                 if rank in processes and processes[rank].main}
     later = {rank: (processes[rank].main and reader_frame(processes[rank].main.frames))
@@ -935,7 +950,7 @@ def trace_page(dumps: dict[int, dict]) -> str:
         from torch.distributed.debug._debug_handlers import FlightRecorderHandler
         from torch.distributed.debug._frontend import Response
     except ImportError as error:
-        return f"its code could not be loaded here ({first_line(error)})"
+        return f"unloadable: {first_line(error)}"
     addresses = [f"rank{rank}" for rank in sorted(dumps)]
     responses = [Response(200, json.dumps(dumps[rank])) for rank in sorted(dumps)]
     try:

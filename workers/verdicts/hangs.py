@@ -70,7 +70,8 @@ def pyspy_page(answers: dict[str, str | None]) -> Verdict:
 @verdict(
     keyerror=dict(answer="KeyError: ('0', 0)", job="the skip job's"),
     built=dict(answer="built", job="the skip job's"),
-    failed=dict(answer="ImportError: no module named jinja2", job="the skip job's"),
+    failed=dict(answer="ValueError: not enough values to unpack", job="the skip job's"),
+    unloadable=dict(answer="unloadable: No module named 'jinja2'", job="the skip job's"),
 )
 def trace_page(answer: str, job: str) -> Verdict:
     """What the debug server's FlightRecorder page code made of the ranks' JSON dumps, those
@@ -78,6 +79,11 @@ def trace_page(answer: str, job: str) -> Verdict:
     if answer.startswith("KeyError"):
         return Verdict("keyerror", f"the code that builds its FlightRecorder page, fed "
                                    f"{job} JSON dumps, fails as fr_trace did: {answer}")
+    if answer.startswith("unloadable: "):
+        return Verdict("unloadable", f"the code that builds its FlightRecorder page could "
+                                     f"not be imported here "
+                                     f"({answer.removeprefix('unloadable: ')}), so it never "
+                                     f"read {job} JSON dumps")
     if answer == "built":
         return Verdict("built", f"the code that builds its FlightRecorder page built its "
                                 f"tables from {job} JSON dumps")
