@@ -80,10 +80,10 @@ def trace_page(answer: str, job: str) -> Verdict:
         return Verdict("keyerror", f"the code that builds its FlightRecorder page, fed "
                                    f"{job} JSON dumps, fails as fr_trace did: {answer}")
     if answer.startswith("unloadable: "):
+        why = answer.removeprefix("unloadable: ")
         return Verdict("unloadable", f"the code that builds its FlightRecorder page could "
-                                     f"not be imported here "
-                                     f"({answer.removeprefix('unloadable: ')}), so it never "
-                                     f"read {job} JSON dumps")
+                                     f"not be imported here ({why}), so it never read "
+                                     f"{job} JSON dumps")
     if answer == "built":
         return Verdict("built", f"the code that builds its FlightRecorder page built its "
                                 f"tables from {job} JSON dumps")
