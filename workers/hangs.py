@@ -291,7 +291,8 @@ def rank_main(rank: int, job: Job, args) -> None:
 PTRACE_REFUSED = (
     "py-spy may not read the processes' memory here (ptrace was refused). On Linux, let "
     "a user trace their own processes with: sudo sysctl kernel.yama.ptrace_scope=0 (at 1 "
-    "a process may trace only its descendants, and py-spy is none, unless the traced "
+    "a process may be traced only by its ancestors, and py-spy is not one of the rank's, "
+    "unless the traced "
     "process allowed it with prctl(PR_SET_PTRACER); at 3 nothing helps, neither sysctl "
     "nor sudo, until a reboot); or run the diagnosis as root: sudo env \"PATH=$PATH\" "
     "python -m workers.hangs diagnose PID; in a container, start it with --cap-add "
