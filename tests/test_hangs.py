@@ -255,7 +255,7 @@ def test_a_refused_ptrace_leaves_the_recorders_or_one_line(tmp_path, monkeypatch
         wait_for_line(program, "[rank 1] pid")
         refused = diagnose_from_outside(program.pid, "--timeout", "3")
         assert_one_line_error(refused, "ptrace", "kernel.yama.ptrace_scope", "sudo",
-                              "descendants", "at 3 nothing helps")
+                              "ancestors", "at 3 nothing helps")
     finally:
         stop(program)
 
