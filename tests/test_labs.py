@@ -162,6 +162,8 @@ WRONG = {
         "wrong_agree_through_store": "never called all_reduce: the ranks must agree",
     },
     "hung_rank": {
+        "wrong_prefix_gloo": "you answered [1] and 'nccl:all_reduce', the answer is [1] and "
+                             "'all_reduce'",
         "wrong_lstrip_prefix": "you answered [1] and 'ather', the answer is [1] and "
                                "'gather'",
         "wrong_last_rank": "the rank behind is not always the last one",
