@@ -20,7 +20,7 @@ The contract (labs/pair_groups.py), clause by clause, and what checks each:
   ran in; a swap with the partner or a world-wide collective fails.
 - Every rank makes every pair's group, the same calls in the same order, or only its own
   with use_local_synchronization=True and every member making it: each rank's new_group
-  calls, compared.
+  calls, compared (dist.new_subgroups(group_size=2) makes them for the reader, and passes).
 - An even world size: 2, 4 and 6 ranks.
 """
 
