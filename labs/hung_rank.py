@@ -21,9 +21,10 @@ def find_rank_behind(dumps: dict) -> tuple:
     ranks' recorders differ, among the numbers every rank still holds or has not reached
     yet. ``ranks``: the sorted list of the ranks (one or more) the others wait for there:
     the ranks with no entry of that number (they are behind), or, when every rank has one,
-    the ranks whose call differs from the call most ranks made (they are out of step; with
-    as many ranks each way, rank 0's call is the rule). ``collective``: the call the other ranks
-    made at that number, without the backend's prefix, such as ``"all_reduce"``.
+    the ranks whose call differs from the call most ranks made (they are out of step; at a
+    tie, the call of the lowest rank among the tied calls is the rule: rank 0's, with as
+    many ranks each way). ``collective``: the call the other ranks made at that number,
+    without the backend's prefix, such as ``"all_reduce"``.
 
     May use: the Python standard library. Not the book's workers.hangs, nor PyTorch's
     torch.distributed.flight_recorder (that would be the answer, not yours).
