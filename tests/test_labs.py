@@ -31,6 +31,7 @@ SOLUTIONS = ROOT / "tests" / "labs"
 # Each wrong solution, and what its verdict must say: the mistake, in the reader's words.
 WRONG = {
     "barrier": {
+        "wrong_sleep_after_open": "slept 0.05 s (time.sleep) in barrier 1: a barrier blocks",
         "wrong_reused_key": "keys an earlier barrier left in the store",
         "wrong_no_wait": "a rank must wait until every rank has entered",
         "wrong_key_off_by_one": "which no rank ever set or added",

@@ -20,7 +20,7 @@ The contract (labs/barrier.py), clause by clause, and what checks each:
 - Every call works however many came before: barriers 2 and 3 (keys a store never
   forgets).
 - Block in store.wait, do not poll, do not sleep: store calls counted per barrier against
-  the time spent inside, the reader's time.sleep counted.
+  the time spent inside; any time.sleep of the reader's, however short, fails.
 - The last rank to arrive is not held: its time inside after it arrived.
 - Only the store: no process group exists.
 """
@@ -200,6 +200,15 @@ def judge(world_size: int, outcome, given: dict) -> list:
     if polls:
         return [Finding(True, "no rank left a barrier before every rank had entered it"),
                 Finding(False, polls)]
+    for rank, result in sorted(results.items()):
+        slept = next(((b, s) for b, s in enumerate(result["slept"]) if s > 0), None)
+        if slept:
+            return [Finding(True, "no rank left a barrier before every rank had entered "
+                                  "it"),
+                    Finding(False, f"rank {rank} slept {slept[1]:.2f} s (time.sleep) in "
+                                   f"barrier {slept[0] + 1}: a barrier blocks in store.wait "
+                                   f"and does not sleep; a sleep only guesses how late the "
+                                   f"others are, and holds the ranks that need not wait")]
     most = max(max(r["counts"]) for r in results.values())
     longest = max(given["delays"])
     return [Finding(True, f"no rank left any of the {BARRIERS} barriers before every rank "
