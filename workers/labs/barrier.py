@@ -206,9 +206,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
             return [Finding(True, "no rank left a barrier before every rank had entered "
                                   "it"),
                     Finding(False, f"rank {rank} slept {slept[1]:.2f} s (time.sleep) in "
-                                   f"barrier {slept[0] + 1}: a barrier blocks in store.wait "
-                                   f"and does not sleep; a sleep only guesses how late the "
-                                   f"others are, and holds the ranks that need not wait")]
+                                   f"barrier {slept[0] + 1}: a barrier blocks in "
+                                   f"store.wait and does not sleep; a sleep only guesses "
+                                   f"how late the others are, and holds the ranks that "
+                                   f"need not wait")]
     most = max(max(r["counts"]) for r in results.values())
     longest = max(given["delays"])
     return [Finding(True, f"no rank left any of the {BARRIERS} barriers before every rank "
