@@ -135,13 +135,18 @@ WRONG = {
         "wrong_small_kept_whole": "a small parameter's too",
     },
     "hogwild": {
+        "wrong_cast_float": "replaced the model's weight with a new tensor",
+        "wrong_file_lock": "took a lock (fcntl.flock): Hogwild takes none",
+        "wrong_weight_decay": "made an SGD with weight_decay=0.0001",
+        "wrong_zero_grad_last": "wrote into the .grad the model arrived with",
+        "wrong_zero_in_place": "wrote into the .grad the model arrived with",
         "wrong_copy": "it trained a copy",
         "wrong_out_of_place": "replaced the model's weight with a new tensor",
         "wrong_no_zero_grad": "zero them before each backward",
         "wrong_skips_first": "never ran batch 0 of its",
         "wrong_reversed": "took its batches in reverse order",
         "wrong_shuffled": "took its batches in another order",
-        "wrong_momentum": "plain SGD (no momentum), the lr given",
+        "wrong_momentum": "made an SGD with momentum=0.9: this lab asks for plain SGD",
         "wrong_sum_loss": "F.mse_loss with its default mean",
         "wrong_one_step": "updated the shared weight 1 time for its",
         "wrong_steps_every_other": "one SGD step per batch",
@@ -338,8 +343,8 @@ def test_the_seed_chooses_the_inputs_alone():
     for lab in ("barrier", "two_collectives", "uneven", "hogwild", "zero1"):
         module = lab_module(lab)
         first, again = inputs(module, 3, SEED), inputs(module, 3, SEED)
-        first.pop("port", None), again.pop("port", None), first.pop("model", None)
-        again.pop("model", None)
+        for drawn in (first, again):  # the shared tensors are made, not drawn
+            drawn.pop("port", None), drawn.pop("model", None), drawn.pop("arrived", None)
         assert first == again, lab
     late = {tuple(inputs(lab_module("barrier"), 3, seed)["late"]) for seed in range(20)}
     assert len(late) > 3

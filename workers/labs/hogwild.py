@@ -19,10 +19,20 @@ The contract (labs/hogwild.py), clause by clause, and what checks each:
 - One SGD step per pair, in order: a forward hook sees each batch, the weight's updates
   are counted.
 - In place, no copy, no new tensors: the parent's model, seen after the processes end.
-- No momentum, the lr given: the weights one plain SGD gives; the steps and the lr drawn.
+- No momentum, the lr given: the weights one plain SGD gives, and the settings of every
+  torch.optim.SGD made (no momentum, no weight decay); the steps and the lr drawn.
+- The model's own dtype: float32 at 2 processes, float64 at 4 (model.float() would train
+  a private copy).
+- The model may arrive with a gradient of the parent's, shared (as fork gives it): each
+  process hands it the weight's .grad, a shared tensor of 3.0s, and any write into it
+  by the process (an in-place zero_grad, a backward before zero_grad) fails.
+- No locks: every lock the reader's lines take (fcntl's, threading's, multiprocessing's)
+  is seen through a profile function.
 """
 
 from __future__ import annotations
+
+import sys
 
 from workers.labs.harness import Finding, list_of
 
@@ -40,40 +50,50 @@ TIMEOUT = 10.0
 BLOCK = 4
 RELATIVE = 0.05
 NOISE = 1.0  # the targets' noise, against a signal of about 2
+ARRIVED = 3.0  # each value of the gradient the model arrives with
 
 
 def setup(world_size: int, rng) -> dict:
     import torch
     from torch import nn
 
-    model = nn.Linear(BLOCK * world_size, 1, bias=False)
+    # float32 at 2 processes, float64 at 4: the model's own dtype, whatever it is
+    dtype = torch.float32 if world_size == min(WORLD_SIZES) else torch.float64
+    model = nn.Linear(BLOCK * world_size, 1, bias=False, dtype=dtype)
     with torch.no_grad():
         model.weight.zero_()
     model.share_memory()
-    return {"model": model, "seed": rng.randrange(1_000_000), "steps": rng.randint(10, 16),
-            "lr": rng.choice([0.05, 0.08, 0.1, 0.12])}
+    # the gradient the parent left on the weight, in shared memory: what every process
+    # that fork made would find there (pickled, a parameter travels without it, so each
+    # process is handed it); it is not a process's own, to zero or add to
+    arrived = torch.full_like(model.weight, ARRIVED).share_memory_()
+    return {"model": model, "arrived": arrived, "seed": rng.randrange(1_000_000),
+            "steps": rng.randint(10, 16), "lr": rng.choice([0.05, 0.08, 0.1, 0.12])}
 
 
 def describe(world_size: int, given: dict) -> str:
-    return f", {given['steps']} steps each, lr {given['lr']:g}"
+    dtype = str(given["model"].weight.dtype).removeprefix("torch.")
+    return f", {given['steps']} steps each, lr {given['lr']:g}, {dtype}"
 
 
 def batches(rank: int, world_size: int, given: dict) -> list:
     """Process ``rank``'s (inputs, targets): zero outside its own block of columns."""
     import torch
 
+    dtype = given["model"].weight.dtype
     generator = torch.Generator().manual_seed(given["seed"] + rank)
-    target = torch.randn(BLOCK, generator=generator)
+    target = torch.randn(BLOCK, generator=generator, dtype=dtype)
     found, mine = [], slice(BLOCK * rank, BLOCK * (rank + 1))
     for _ in range(given["steps"]):
-        inputs = torch.zeros(8, BLOCK * world_size)
-        inputs[:, mine] = torch.randn(8, BLOCK, generator=generator)
-        noise = NOISE * torch.randn(8, 1, generator=generator)
+        inputs = torch.zeros(8, BLOCK * world_size, dtype=dtype)
+        inputs[:, mine] = torch.randn(8, BLOCK, generator=generator, dtype=dtype)
+        noise = NOISE * torch.randn(8, 1, generator=generator, dtype=dtype)
         found.append((inputs, inputs[:, mine] @ target[:, None] + noise))
     # one batch of zeros, whose loss is exactly 0 whatever the weights: a batch like any
     # other, its step (of a zero gradient) taken, and the ones after it too
     quiet = (given["seed"] + 7 * rank) % (len(found) - 1)  # never the last
-    found[quiet] = (torch.zeros(8, BLOCK * world_size), torch.zeros(8, 1))
+    found[quiet] = (torch.zeros(8, BLOCK * world_size, dtype=dtype),
+                    torch.zeros(8, 1, dtype=dtype))
     return found
 
 
@@ -83,7 +103,7 @@ def alone(rank: int, world_size: int, given: dict, zero_grad: bool = True):
     import torch.nn.functional as F
     from torch import nn
 
-    model = nn.Linear(BLOCK * world_size, 1, bias=False)
+    model = nn.Linear(BLOCK * world_size, 1, bias=False, dtype=given["model"].weight.dtype)
     with torch.no_grad():
         model.weight.zero_()
     optimizer = torch.optim.SGD(model.parameters(), lr=given["lr"])
@@ -116,14 +136,64 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
 
     hook = model.register_forward_pre_hook(seen)
     version = weight._version
-    with calls.reader():
-        solution(model, mine, given["lr"])
+    arrived = weight.grad = given["arrived"]  # shared, as under fork
+    written = arrived._version  # this process's own writes into it move it on
+    optimizers = []
+    sgd_init = torch.optim.SGD.__init__
+
+    def recorded_init(optimizer, *args, **kwargs):  # the settings of every SGD it makes
+        sgd_init(optimizer, *args, **kwargs)
+        optimizers.append({key: value for key, value in optimizer.defaults.items()
+                           if key in ("lr", "momentum", "dampening", "weight_decay",
+                                      "nesterov", "maximize")})
+
+    torch.optim.SGD.__init__ = recorded_init
+    locks = []
+    sys.setprofile(lock_watcher(solution.__code__.co_filename, locks))
+    try:
+        with calls.reader():
+            solution(model, mine, given["lr"])
+    finally:
+        sys.setprofile(None)
+        torch.optim.SGD.__init__ = sgd_init
     hook.remove()
     return {"replaced": model.weight is not weight or weight.data_ptr() != address
             or not model.weight.is_shared(),
+            "grad_written": arrived._version != written, "optimizers": optimizers,
+            "locks": locks,
             "used": used, "updates": weight._version - version,
             "alone": alone(rank, world_size, given),
             "accumulating": alone(rank, world_size, given, zero_grad=False)}
+
+
+SYNCHRONIZING = ("Lock", "RLock", "_RLock", "Condition", "Semaphore", "BoundedSemaphore",
+                 "Event", "Barrier", "SemLock")
+
+
+def lock_watcher(home: str, locks: list):
+    """A profile function that notes every lock the reader's code takes: fcntl's file
+    locks, and the lock objects of threading, multiprocessing and torch.multiprocessing
+    (their C methods, or their Python ones), called from a line of the reader's file."""
+    def watch(frame, event, arg):
+        caller = frame if event == "c_call" else frame.f_back
+        if caller is None or caller.f_code.co_filename != home:
+            return
+        if event == "c_call":
+            owner = type(getattr(arg, "__self__", None)).__module__
+            module = getattr(arg, "__module__", None)
+            if module == "fcntl" or owner in ("_thread", "_multiprocessing"):
+                locks.append(f"{module or owner}.{getattr(arg, '__qualname__', '?')}")
+        elif event == "call" and frame.f_globals.get("__name__") in (
+                "threading", "multiprocessing.synchronize") and \
+                frame.f_code.co_qualname.split(".")[0] in SYNCHRONIZING:
+            locks.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}")
+
+    return watch
+
+
+def plain_sgd(lr: float) -> dict:
+    return {"lr": lr, "momentum": 0, "dampening": 0, "weight_decay": 0, "nesterov": False,
+            "maximize": False}
 
 
 def order_mistake(used: list, steps: int) -> str:
@@ -164,6 +234,11 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                f"one is private; update the shared one in place "
                                f"(optimizer.step(), or p.data.sub_(...))")]
     for rank, result in sorted(outcome.results.items()):
+        if result["locks"]:
+            return [Finding(False, f"process {rank} took a lock ({result['locks'][0]}): "
+                                   f"Hogwild takes none; the processes' steps race, and "
+                                   f"that is the method")]
+    for rank, result in sorted(outcome.results.items()):
         got = shared[BLOCK * rank: BLOCK * (rank + 1)]
         want = result["alone"]
         if got.abs().max() == 0:
@@ -178,6 +253,24 @@ def judge(world_size: int, outcome, given: dict) -> list:
             return [Finding(False, f"process {rank} updated the shared weight {times} "
                                    f"for its {given['steps']} batches: one SGD step per "
                                    f"batch")]
+        odd = next((settings for settings in result["optimizers"]
+                    if settings != plain_sgd(given["lr"])), None)
+        if odd:
+            said = ", ".join(f"{key}={value!r}" for key, value in odd.items()
+                             if value != plain_sgd(given["lr"])[key])
+            return [Finding(False, f"process {rank} made an SGD with {said}: this lab "
+                                   f"asks for plain SGD, "
+                                   f"torch.optim.SGD(model.parameters(), lr=lr), no "
+                                   f"momentum, no weight decay")]
+        if result["grad_written"]:
+            return [Finding(False, f"process {rank} wrote into the .grad the model "
+                                   f"arrived with, which the parent and every other "
+                                   f"process share (as fork gives it): zero them before "
+                                   f"each backward with optimizer.zero_grad(), whose "
+                                   f"default set_to_none=True drops that tensor, so each "
+                                   f"process computes a .grad of its own (zeroing it in "
+                                   f"place, or a backward before zero_grad(), writes the "
+                                   f"shared one)")]
         error = ((got - want).norm() / want.norm()).item()
         if error > RELATIVE:
             accumulating = result["accumulating"]

@@ -1,6 +1,5 @@
-"""Right, written another way: by index, the gradients zeroed in place, and the loss
-computed a second time without gradients, to report it (a forward pass that trains
-nothing)."""
+"""Right, written another way: by index, momentum=0.0 given, and the loss computed a
+second time without gradients, to report it (a forward pass that trains nothing)."""
 
 import torch
 from torch import nn
@@ -12,7 +11,7 @@ def hogwild_train(model: nn.Module, batches: list, lr: float) -> None:
     losses = []
     for index in range(len(batches)):
         inputs, targets = batches[index]
-        optimizer.zero_grad(set_to_none=False)
+        optimizer.zero_grad()
         loss = functional.mse_loss(model(inputs), targets)
         loss.backward()
         optimizer.step()
