@@ -22,7 +22,7 @@ def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: li
     Afterwards: every rank has taken the same number of steps, as many as the rank with
     the fewest batches has, on its batches in order from the first; every rank has
     returned (none is left waiting in a backward that the others never join). Returns
-    that number of steps.
+    that number of steps, an int.
 
     How: before each step, agree with the other ranks whether every rank still has a
     batch: one all-reduce of a flag (1 if this rank has a batch, else 0) with

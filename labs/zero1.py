@@ -15,7 +15,9 @@ def zero1_optimizer(model: nn.Module, lr: float) -> Callable[[], None]:
 
     Arguments: ``model``, this rank's whole replica (the same weights on every rank);
     ``lr``, Adam's learning rate. Every rank calls this function once, then, in each
-    training step, ``loss.backward()`` on its own data and the returned ``step()``.
+    training step, clears the gradients, calls ``loss.backward()`` on its own data and
+    the returned ``step()``. A rank's gradient may be all zeros in a step (its inputs
+    zeros): every rank still makes the same collective calls.
 
     After each ``step()``: every rank's model holds exactly the weights DDP with
     ``torch.optim.Adam(model.parameters(), lr=lr)`` would hold: Adam applied to the

@@ -21,6 +21,8 @@ The contract (labs/hung_rank.py), clause by clause, and the jobs that check each
   recorders keep only their last 2 collectives.
 - "retired" says that a rank's call finished there, not that the rank is in step: a
   skipped gather, scatter or broadcast, which the non-root ranks retire and go past.
+- Any order of the dict's ranks: every job's dumps come in an order drawn from the seed,
+  never sorted by rank.
 - The standard library only, not workers.hangs nor torch's flight_recorder: the modules
   imported while the function ran.
 
@@ -156,6 +158,13 @@ def setup(world_size: int, rng) -> dict:
         for entry in dump["entries"]:
             entry["profiling_name"] = "nccl:" + entry["profiling_name"].split(":", 1)[-1]
     nccl["story"] += ' (its calls named as nccl names them, "nccl:all_reduce")'
+    # a dict promises no order: every job's dumps come in an order drawn from the seed,
+    # never by rank (at 2 ranks, rank 1 first)
+    for case in cases:
+        order = list(case["dumps"])
+        while order == sorted(order):
+            rng.shuffle(order)
+        case["dumps"] = {rank: case["dumps"][rank] for rank in order}
     return {"cases": cases}
 
 

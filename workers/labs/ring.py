@@ -17,8 +17,8 @@ The contract (labs/ring.py), clause by clause, and what checks each:
 - In place: the tensor given is a view into a longer one, and the result is read through
   another view taken before the call; rebinding ``tensor.data`` fails, and so does writing
   beside the tensor.
-- Lengths are a multiple of N, from one element a chunk up: drawn from the seed (at 5
-  ranks, two elements a chunk or more).
+- Lengths are a multiple of N, from one element a chunk up: one element a chunk at 2
+  ranks, drawn from the seed at 3, two elements a chunk or more at 5.
 - 2(N-1) messages of 1/N of the tensor per rank: every send counted, with its bytes.
 - To one neighbour, from the other, either way round: the peers of the sends, and the real
   sender of each receive (a receive that names no source counts the rank it came from).
@@ -53,10 +53,10 @@ TIMEOUT = 6.0
 
 
 def setup(world_size: int, rng) -> dict:
-    # from one element a chunk (the smallest tensor the lab allows) to a few; the largest
-    # world size always has two or more, so a chunk split in two messages shows
-    low = 2 if world_size == max(WORLD_SIZES) else 1
-    return {"numel": rng.randint(low, 6) * world_size, "seed": rng.randrange(1_000_000)}
+    # one element a chunk at 2 ranks (the smallest tensor the lab allows); from one to a
+    # few at 3, and two or more at 5, so that a chunk split in two messages shows
+    low, high = {2: (1, 1), 5: (2, 6)}.get(world_size, (1, 6))
+    return {"numel": rng.randint(low, high) * world_size, "seed": rng.randrange(1_000_000)}
 
 
 def describe(world_size: int, given: dict) -> str:

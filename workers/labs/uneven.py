@@ -15,7 +15,7 @@ The contract (labs/uneven.py), clause by clause, and what checks each:
 - Every rank takes as many steps as the rank with the fewest batches, none included: batch
   counts drawn per rank, a rank with no batch at 3 ranks; a forward hook sees each step.
 - Batches in order from the first: which batch each forward was.
-- Every rank returns that number: the value returned.
+- Every rank returns that number, an int: the value returned, and its type.
 - The weights DDP computes: one process trained on every rank's batches of those steps.
 - One all_reduce of a flag before each step, and one more to stop (MIN of "I have a
   batch", or MAX of "I am out"): each rank's all_reduce calls, counted, with their op;
@@ -172,6 +172,14 @@ def judge(world_size: int, outcome, given: dict) -> list:
         returned = outcome.results[wrong[0]]["returned"]
         findings.append(Finding(False, f"rank {wrong[0]} returned {returned!r}, not the "
                                        f"number of steps taken, {taken}"))
+    else:
+        kinds = {rank: type(result["returned"]) for rank, result in outcome.results.items()
+                 if type(result["returned"]) is not int}
+        if kinds:
+            rank, kind = min(kinds.items())
+            findings.append(Finding(False, f"rank {rank} returned a {kind.__name__} equal "
+                                           f"to {taken}, not an int: return a number "
+                                           f"(int(flag.item()) or a count of your own)"))
     first = outcome.results[0]
     worst = max((w - s).abs().max().item() for result in outcome.results.values()
                 for w, s in zip(result["weights"], first["single"]))

@@ -20,6 +20,9 @@ The contract (labs/zero1.py), clause by clause, and what checks each:
 - An even split, not whole parameters dealt round the ranks: the share each rank holds.
 - Only the collectives named, the same on every rank; not ZeroRedundancyOptimizer.
 - World sizes 2 and 3, widths and learning rates drawn from the seed.
+- The caller clears the gradients before each backward (parameter.grad = None).
+- Any gradient, zeros included: one step where one rank's inputs are zeros, so its
+  gradient of the first layer's weight is all zeros; the collectives are every rank's.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ ALLOWED = (*FAMILIES["reduce_scatter"], *FAMILIES["all_gather"], *FAMILIES["all_
 
 
 def setup(world_size: int, rng) -> dict:
+    # one step where one rank's inputs are zeros: its gradient of the first layer's
+    # weight is all zeros there, and the collectives must still be every rank's
     return {"seed": rng.randrange(1_000_000), "width": rng.randint(9, 17),
-            "lr": rng.choice([0.005, 0.01, 0.02])}
+            "lr": rng.choice([0.005, 0.01, 0.02]),
+            "zeros": [rng.randrange(STEPS), rng.randrange(world_size)]}
 
 
 def describe(world_size: int, given: dict) -> str:
@@ -63,6 +69,8 @@ def tower(given: dict):
 def inputs(given: dict, rank: int, step: int):
     import torch
 
+    if [step, rank] == given.get("zeros"):
+        return torch.zeros(6, 8, dtype=torch.float64)
     generator = torch.Generator().manual_seed(given["seed"] + 1000 * step + rank)
     return torch.randn(6, 8, generator=generator, dtype=torch.float64)
 
