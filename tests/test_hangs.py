@@ -421,6 +421,13 @@ def test_two_ranks_behind_and_a_tie():
     verdict = read_hang({r: process(r, 10 + r, op) for r, op in ops.items()}, three)
     assert verdict.culprits == [0, 2, 4]
     assert "2 calls tie, 2 ranks each: the call of rank 1, the lowest" in verdict.text
+    assert "rank 0 called gather" in verdict.text and "rank 2 called all_reduce" in verdict.text
+    # three calls at three ranks, one each: ranks 1 and 2 out of step, each its own way
+    ops = {0: "all_reduce", 1: "broadcast", 2: "barrier"}
+    three = {r: [entry(1, op, 10 + r, False)] for r, op in ops.items()}
+    verdict = read_hang({r: process(r, 10 + r, op) for r, op in ops.items()}, three)
+    assert verdict.culprits == [1, 2] and "3 calls tie, 1 rank each" in verdict.text
+    assert "rank 1 called broadcast" in verdict.text and "rank 2 called barrier" in verdict.text
     assert "as many ranks each way" not in verdict.text
 
 
@@ -451,6 +458,15 @@ def test_without_recorders_the_stacks_still_find_the_rank_outside_the_collective
     every = read_hang({0: process(0, 10, "all_reduce"), 1: process(1, 10, "all_reduce")},
                       {0: None, 1: None})
     assert every.found == "no recorder" and every.culprits == []
+    # every recorder read, and they agree: the stacks decide, and say why
+    agree = {r: [entry(1, "all_reduce", 10)] for r in range(2)}
+    verdict = read_hang(processes, agree)
+    assert verdict.found == "behind" and verdict.culprits == [1]
+    assert "agree on the default group's collectives" in verdict.text
+    assert "no flight recorder served" not in verdict.text
+    every = read_hang({0: process(0, 10, "all_reduce"), 1: process(1, 10, "all_reduce")},
+                      agree)
+    assert every.found == "recorders agree" and "without the flight" not in every.text
 
 
 def test_a_gloo_dump_is_mended_for_fr_trace():

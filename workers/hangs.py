@@ -533,7 +533,7 @@ class Verdict:
     ``waiting_line``: where the others called it; ``culprit_line``: the line of the
     culprits' own code to look at; ``culprit_op``: the collective they called instead."""
 
-    found: str  # "behind", "out of step", "no recorder", "not hung"
+    found: str  # "behind", "out of step", "no recorder", "recorders agree", "not hung"
     culprits: list[int]
     waiting: list[int]
     collective: str | None
@@ -622,11 +622,12 @@ def culprit_frame(process: Process) -> Frame | None:
 def read_hang(processes: dict[int, Process], recorders: dict[int, list[Entry] | None],
               ) -> Verdict:
     """Which ranks are behind or out of step, in which collective, at which line."""
-    if recorders and all(entries is not None for entries in recorders.values()):
+    served = bool(recorders) and all(entries is not None for entries in recorders.values())
+    if served:
         seq, here = first_disagreement(recorders)
         if seq is not None:
             return from_recorders(seq, here, processes, recorders)
-    return from_stacks(processes)
+    return from_stacks(processes, served)
 
 
 def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> Verdict:
@@ -658,15 +659,22 @@ def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> 
     culprits = sorted(rank for rank, entry in here.items() if call(entry) != call(rule))
     waiting = sorted(set(here) - set(culprits))
     theirs, mine = here[waiting[0]], here[culprits[0]]
+    if len({call(here[rank]) for rank in culprits}) == 1:
+        theirs_said = (f"{'its' if len(culprits) == 1 else 'their'} collective #{seq} is "
+                       f"{named(mine)}{at(mine.line)}")
+    else:  # out of step each its own way: each culprit's call
+        theirs_said = f"at collective #{seq} " + ", ".join(
+            f"rank {rank} called {named(here[rank])}{at(here[rank].line)}"
+            for rank in culprits)
     text = (f"{ranks_text(culprits)} {'is' if len(culprits) == 1 else 'are'} out of step: "
-            f"{'its' if len(culprits) == 1 else 'their'} collective #{seq} is {named(mine)}"
-            f"{at(mine.line)}, where {ranks_text(waiting)} called {named(rule)}"
+            f"{theirs_said}, where {ranks_text(waiting)} called {named(rule)}"
             f"{at(theirs.line)}")
     if len(tied) == 2 and len(calls) == 2:
         text += f" (as many ranks each way: rank {ruling}'s call is taken as the rule)"
     elif len(tied) > 1:
-        text += (f" ({len(tied)} calls tie, {top} ranks each: the call of rank {ruling}, "
-                 f"the lowest of their ranks, is taken as the rule)")
+        each = f"{top} rank{'s' * (top != 1)} each"
+        text += (f" ({len(tied)} calls tie, {each}: the call of rank {ruling}, the lowest "
+                 f"of their ranks, is taken as the rule)")
     stuck_in = {rank: collective_in(processes[rank].main.frames) for rank in culprits
                 if rank in processes and processes[rank].main}
     later = {rank: (processes[rank].main and reader_frame(processes[rank].main.frames))
@@ -695,8 +703,15 @@ def where_of(frame: Frame | None) -> str | None:
     return frame.where if frame else None
 
 
-def from_stacks(processes: dict[int, Process]) -> Verdict:
-    """Without every rank's recorder: the ranks not inside a collective are behind."""
+# Where every recorder was read and they agree: the diagnosis compares the default group's
+# collectives only, so the hang, if any, is in another group's (a new_group, a mesh's)
+AGREE = ("the flight recorders, all read, agree on the default group's collectives, the "
+         "only ones compared: a hang in another group's shows in the stacks alone")
+
+
+def from_stacks(processes: dict[int, Process], served: bool = False) -> Verdict:
+    """Without every rank's recorder, or with recorders that agree (``served``): the
+    ranks not inside a collective are behind."""
     inside = {rank: collective_in(p.main.frames) if p.main else None
               for rank, p in processes.items()}
     waiting = sorted(rank for rank, op in inside.items() if op)
@@ -710,7 +725,9 @@ def from_stacks(processes: dict[int, Process]) -> Verdict:
                 f"{ranks_text(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in "
                 f"{op}{at(line)}, and "
                 f"{ranks_text(behind)} {'is' if len(behind) == 1 else 'are'} in no "
-                f"collective; {where} (from the stacks alone: no flight recorder served)")
+                f"collective; {where} (from the stacks alone: " +
+                (AGREE.replace(": a hang", "; a hang") if served else
+                 "no flight recorder served") + ")")
         return Verdict("behind", behind, waiting, op, None, where_of(line),
                        where_of(spot), None, text)
     if waiting:
@@ -718,6 +735,11 @@ def from_stacks(processes: dict[int, Process]) -> Verdict:
         lines = "; ".join(f"rank {r} in {ops[r]} at "
                           f"{where_of(reader_frame(processes[r].main.frames))}"
                           for r in waiting)
+        if served:
+            text = (f"every rank waits in a collective ({lines}): {AGREE}, and the stacks "
+                    f"cannot tell which rank is out of step")
+            return Verdict("recorders agree", [], waiting, None, None, None, None, None,
+                           text)
         text = (f"every rank waits in a collective ({lines}): without the flight "
                 f"recorders, the stacks cannot tell which rank is out of step")
         return Verdict("no recorder", [], waiting, None, None, None, None, None, text)

@@ -122,7 +122,8 @@ def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -
     refused=dict(plain="refused", ranks=["refused"]),
     refused_some=dict(plain="read", ranks=["refused"], every=False),
     free_threaded=dict(plain="free-threaded", ranks=["free-threaded"]),
-    failed=dict(plain="read", ranks=["failed"]),
+    failed=dict(plain="read", ranks=["failed"], every=False),
+    failed_every=dict(plain="read", ranks=["failed"]),
 )
 def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
     """Whether py-spy read the stacks in this build: ``plain``, what it did with the plain
@@ -153,6 +154,11 @@ def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
                                         "only a process's ancestors may read it) and let "
                                         "it read the book's, which allow it as they "
                                         "start.")
+    if ranks and every:
+        return Verdict("failed_every", "Here py-spy read none of the book's ranks' "
+                                       "stacks (it answered, without stacks): the "
+                                       "diagnoses below read the flight recorders "
+                                       "alone.")
     if ranks:
         return Verdict("failed", "Here py-spy read the stacks of only some of the book's "
                                  "ranks; the diagnoses of the others read their flight "
