@@ -488,7 +488,8 @@ def test_the_main_thread_is_found_by_its_kernel_id_when_py_spy_reads_no_names():
     dead = Process(1002, 2, [other, main])
     assert dead.main is main
     text = hangs.where_is("rank 2", dead)
-    assert text.startswith("rank 2 has ended its main thread") and "for a thread," in text
+    assert text.startswith("rank 2's main thread has left the program and waits in "
+                           "threading._shutdown") and "for a thread," in text
     named = Process(1002, 2, [Thread("prefetch", worker), Thread("MainThread", [shutdown])])
     assert "its thread 'prefetch'" in hangs.where_is("rank 2", named)
     assert hangs.signature(dead) == sorted([("?", [("_shutdown", 1500)]),

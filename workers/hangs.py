@@ -595,8 +595,8 @@ def where_is(who: str, process: Process) -> str:
     if main and any(f.name == "_shutdown" for f in main.frames) and alive:
         thread, frame = alive[0]
         named = f"its thread '{thread.name}'" if thread.name != "?" else "a thread"
-        return (f"{who} has ended its main thread, and Python waits at exit for "
-                f"{named}, at {frame.where} ({frame.name})")
+        return (f"{who}'s main thread has left the program and waits in "
+                f"threading._shutdown for {named}, at {frame.where} ({frame.name})")
     return f"{who} is outside the program's own code"
 
 
