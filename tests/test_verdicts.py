@@ -143,3 +143,10 @@ def test_times_a_few_percent_apart_are_told_in_percent_not_as_one_times():
     assert not any("1.0 times" in str(v) for v in close), close
     assert all(re.search(r"took \d[\d.]*% longer", str(v)) for v in close), close
     assert "took 1.5 times as long" in str(reshard_timing([75.0, 76.0], [50.0, 51.0]))
+
+
+def test_one_core_is_said_in_the_singular():
+    from workers.verdicts.collectives import ring_against_library
+
+    verdict = ring_against_library([40.0, 42.0, 45.0], [20.0, 22.0, 25.0], ranks=4, cores=1)
+    assert "this machine's 1 core to share" in verdict.text, verdict.text

@@ -57,7 +57,8 @@ def start_values(rank: int, world_size: int, device) -> torch.Tensor:
 def p2p(rank: int, world_size: int, device) -> dict:
     """send/recv, isend/irecv and a token round a ring; returns what this rank measured."""
     measured = {}
-    # Blocking: recv() returns only once the matching send() has delivered.
+    # Blocking, under gloo: recv() returns only once the matching send() has delivered
+    # (under nccl the host returns at once, and the GPU stream waits).
     if rank == 0:
         time.sleep(0.5)  # rank 1 is already waiting in recv()
         dist.send(torch.tensor([42.0], device=device), dst=1)
@@ -69,7 +70,8 @@ def p2p(rank: int, world_size: int, device) -> dict:
         measured.update(recv_blocked=time.perf_counter() - begin, received=box.item())
         say(rank, f"recv() returned {box.item():g} after blocking "
                   f"{measured['recv_blocked']:.2f} s")
-    # And send() returns only once the matching recv() has taken the data: rank 1 is late.
+    # And under gloo send() returns only once the matching recv() has taken the data: rank
+    # 1 is late.
     if rank == 0:
         begin = time.perf_counter()
         dist.send(torch.tensor([7.0], device=device), dst=1)

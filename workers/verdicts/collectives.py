@@ -29,7 +29,7 @@ def ring_against_library(by_hand: Sequence[float], library: Sequence[float], ran
     each timed by its slowest rank, at ``ranks`` ranks on ``cores`` cores. A clause after
     "the ring by hand was", then what the run can say of the gap, ending in a full stop."""
     where = order(by_hand, library)
-    had = f"Its {_number(ranks)} ranks had this machine's {cores} cores"
+    had = f"Its {_number(ranks)} ranks had this machine's {cores} core{'s' * (cores != 1)}"
     if where == "higher":
         slower = ("slower in every trial: its fastest trial took longer than the library's "
                   "slowest")
