@@ -170,6 +170,7 @@ WRONG = {
         "wrong_agree_through_store": "never called all_reduce: the ranks must agree",
     },
     "hung_rank": {
+        "wrong_last_call": "then called barrier: you answered [",
         "wrong_tie_dict_order": "one call against one: rank 0's call is the rule",
         "wrong_prefix_gloo": "you answered [1] and 'nccl:all_reduce', the answer is [1] and "
                              "'all_reduce'",

@@ -21,6 +21,9 @@ The contract (labs/hung_rank.py), clause by clause, and the jobs that check each
   recorders keep only their last 2 collectives.
 - "retired" says that a rank's call finished there, not that the rank is in step: a
   skipped gather, scatter or broadcast, which the non-root ranks retire and go past.
+- The collective is the others' call at that number, not their last: at 4 ranks one rank
+  skips a gather, scatter or broadcast, and two of the three waiting ranks go on to the
+  barrier after it.
 - Any order of the dict's ranks: every job's dumps come in an order drawn from the seed,
   never sorted by rank.
 - The standard library only, not workers.hangs nor torch's flight_recorder: the modules
@@ -137,6 +140,12 @@ def setup(world_size: int, rng) -> dict:
     else:
         skippers = (rng.randrange(world_size),)
     plan.append((f"skip:{op}", skippers, None))
+    if world_size == 4:
+        # one rank skips a rooted collective: the root waits in it, and the other two
+        # retire it and go on to the barrier, so most waiting ranks' last call is not
+        # the one at the first differing number
+        rooted = rng.choice(["gather", "scatter", "broadcast"])
+        plan.append((f"skip:{rooted}", (rng.randrange(1, 4),), None))
     rng.shuffle(plan)
     # the jobs hang side by side: each mostly waits, for its start and for its recorders
     # to stand still, so together they take little more than the slowest
