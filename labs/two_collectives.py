@@ -26,8 +26,9 @@ def all_reduce_from_two(tensor: torch.Tensor) -> None:
     May call: dist.get_rank(), dist.get_world_size(), one dist.reduce_scatter_single (before
     PyTorch 2.13: dist.reduce_scatter_tensor; or the list form dist.reduce_scatter), one
     dist.all_gather_single (before 2.13: dist.all_gather_into_tensor; or dist.all_gather),
-    and torch tensor operations; with async_op=True, wait() for each Work before you use its
-    result. May not call: dist.all_reduce, or any other collective, by any name (the checker
+    and torch tensor operations (the same two collectives reached through the process
+    group's own methods count as these); with async_op=True, wait() for each Work before
+    you use its result. May not call: dist.all_reduce, or any other collective, by any name (the checker
     counts torch.distributed.distributed_c10d's and the process group's too).
     """
     raise NotImplementedError("write all_reduce_from_two, then run: "
