@@ -28,8 +28,9 @@ def all_reduce_from_two(tensor: torch.Tensor) -> None:
     dist.all_gather_single (before 2.13: dist.all_gather_into_tensor; or dist.all_gather),
     and torch tensor operations (the same two collectives reached through the process
     group's own methods count as these); with async_op=True, wait() for each Work before
-    you use its result. May not call: dist.all_reduce, or any other collective, by any name (the checker
-    counts torch.distributed.distributed_c10d's and the process group's too).
+    you use its result. May not call: dist.all_reduce, or any other collective, by any
+    name (the checker counts torch.distributed.distributed_c10d's and the process group's
+    too).
     """
     raise NotImplementedError("write all_reduce_from_two, then run: "
                               "python -m workers.labs check two_collectives")
