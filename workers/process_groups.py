@@ -382,6 +382,11 @@ def rank_main(rank: int, job: Job, args, spares: list[Job]) -> None:
             events.emit(rank, "split", bound=str(dist.group.WORLD.bound_device_id),
                         release=torch.__version__.split("+")[0],
                         **{"members": None, "sum": None, "error": None, **made})
+            # Where split_group refuses, no rank has used the default group yet, and a
+            # rank that leaves at once can close a connection a slower rank is still
+            # accepting in init_process_group: the barrier keeps every rank until all
+            # have joined.
+            dist.barrier()
         elif args.demo == "backends":
             backends(rank, job.world_size, device, events)
         else:
