@@ -276,7 +276,7 @@ class InFlight:
     sent: list  # (tensor, a copy of it when sent): must not change before wait()
     versions: list  # (tensor, its version): an in-place collective's, likewise
     buffers: list  # (start, end) addresses of its tensors
-    tensors: tuple = ()  # held while in flight or handed on: no other tensor takes its memory
+    tensors: tuple = ()  # held while in flight or handed on: none other takes their memory
 
 
 class Calls:
