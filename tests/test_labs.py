@@ -123,6 +123,7 @@ WRONG = {
         "wrong_returns_float16": "cast the result back to the buffer's dtype",
     },
     "zero1": {
+        "wrong_skip_zero_grad": "the ranks were in different calls",
         "wrong_full_state": "ZeRO-1 keeps about 1/N on each rank",
         "wrong_no_gather": "all-gather the updated shards",
         "wrong_sum": "summed over the ranks, not averaged",

@@ -725,9 +725,8 @@ def from_stacks(processes: dict[int, Process], served: bool = False) -> Verdict:
                 f"{ranks_text(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in "
                 f"{op}{at(line)}, and "
                 f"{ranks_text(behind)} {'is' if len(behind) == 1 else 'are'} in no "
-                f"collective; {where} (from the stacks alone: " +
-                (AGREE.replace(": a hang", "; a hang") if served else
-                 "no flight recorder served") + ")")
+                f"collective; {where} (from the stacks alone: "
+                f"{AGREE if served else 'no flight recorder served'})")
         return Verdict("behind", behind, waiting, op, None, where_of(line),
                        where_of(spot), None, text)
     if waiting:

@@ -276,7 +276,7 @@ class InFlight:
     sent: list  # (tensor, a copy of it when sent): must not change before wait()
     versions: list  # (tensor, its version): an in-place collective's, likewise
     buffers: list  # (start, end) addresses of its tensors
-    tensors: tuple = ()  # held while handed on, so that no other tensor takes its memory
+    tensors: tuple = ()  # held while in flight or handed on: none other takes their memory
 
 
 class Calls:
@@ -298,7 +298,9 @@ class Calls:
         # Works handed on with get_future() (a hook's to DDP): their buffers stay in use
         # until the reader waits for that future, or until the reader's block ends (DDP
         # waits for every bucket's future at the end of backward), whether or not the
-        # collective happens to be done already: id(future): its Work's InFlight
+        # collective happens to be done already: id(future): its Work's InFlight (an id a
+        # dead future leaves may be reused: a wrong match only releases early, and so
+        # misses a reuse, never reports one)
         self._handed: dict[int, InFlight] = {}
 
     def note(self, text: str) -> None:

@@ -21,8 +21,9 @@ The contract (labs/zero1.py), clause by clause, and what checks each:
 - Only the collectives named, the same on every rank; not ZeroRedundancyOptimizer.
 - World sizes 2 and 3, widths and learning rates drawn from the seed.
 - The caller clears the gradients before each backward (parameter.grad = None).
-- Any gradient, zeros included: one step where one rank's inputs are zeros, so its
-  gradient of the first layer's weight is all zeros; the collectives are every rank's.
+- Any gradient, zeros included: one step where one rank's inputs are zeros and its loss
+  is weighed 0, so every gradient of that rank is all zeros; the collectives are every
+  rank's.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ ALLOWED = (*FAMILIES["reduce_scatter"], *FAMILIES["all_gather"], *FAMILIES["all_
 
 
 def setup(world_size: int, rng) -> dict:
-    # one step where one rank's inputs are zeros: its gradient of the first layer's
-    # weight is all zeros there, and the collectives must still be every rank's
+    # one step where one rank's inputs are zeros and its loss weighs 0: every gradient of
+    # that rank is all zeros there, and the collectives must still be every rank's
     return {"seed": rng.randrange(1_000_000), "width": rng.randint(9, 17),
             "lr": rng.choice([0.005, 0.01, 0.02]),
             "zeros": [rng.randrange(STEPS), rng.randrange(world_size)]}
@@ -75,6 +76,11 @@ def inputs(given: dict, rank: int, step: int):
     return torch.randn(6, 8, generator=generator, dtype=torch.float64)
 
 
+def weight(given: dict, rank: int, step: int) -> float:
+    """A rank's loss as it is, but 0 at "zeros": every gradient of that rank all zeros."""
+    return 0.0 if [step, rank] == given.get("zeros") else 1.0
+
+
 def optimizers() -> list:
     import gc
 
@@ -101,9 +107,11 @@ def single(world_size: int, given: dict, scale: float = 1.0):
     model = tower(given)
     optimizer = torch.optim.Adam(model.parameters(), lr=given["lr"])
     for step in range(STEPS):
-        batch = torch.cat([inputs(given, rank, step) for rank in range(world_size)])
         optimizer.zero_grad()
-        (model(batch).pow(2).mean() * scale).backward()
+        # DDP's mean over the ranks of each rank's loss, one rank's weighed 0 at "zeros"
+        loss = sum(model(inputs(given, rank, step)).pow(2).mean() *
+                   weight(given, rank, step) for rank in range(world_size)) / world_size
+        (loss * scale).backward()
         optimizer.step()
     return [p.detach().clone() for p in model.parameters()]
 
@@ -119,7 +127,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     for s in range(STEPS):
         for parameter in model.parameters():
             parameter.grad = None
-        model(inputs(given, rank, s)).pow(2).mean().backward()
+        (model(inputs(given, rank, s)).pow(2).mean() * weight(given, rank, s)).backward()
         with calls.reader():
             step()
     result = {"weights": [p.detach().clone() for p in model.parameters()],
