@@ -1,7 +1,7 @@
 """Lab hogwild (hogwild): a training loop on parameters in shared memory.
 
-The parent makes one model, nn.Linear(4M, 1) with zero weights, and puts it in shared
-memory; M processes run the reader's loop on it at once, without locks. Process r's
+The parent makes one model, nn.Linear(4M, 1) with zero weights and bias, and puts it in
+shared memory; M processes run the reader's loop on it at once, without locks. Process r's
 inputs are zero outside columns 4r..4r+3, so its gradients touch only its own block of
 the weights, and that block must end where process r alone would have taken it, as the
 parent sees the shared model afterwards. A process that trained a copy, or replaced the
@@ -18,6 +18,10 @@ The contract (labs/hogwild.py), clause by clause, and what checks each:
   the weights against one process trained alone on its batches (5% allowed for races).
 - One SGD step per pair, in order: a forward hook sees each batch, the weight's updates
   are counted.
+- Every parameter is stepped (SGD over model.parameters()): every batch holds each sample
+  and its negation, so the bias's gradient is exactly 0 and the bias stays 0 while the
+  weights race, yet each step updates it in place. Its updates are counted, and every
+  torch.optim.SGD made must hold all of the model's parameters.
 - In place, no copy, no new tensors: the parent's model, seen after the processes end.
 - No momentum, the lr given: the weights one plain SGD gives, and the settings of every
   torch.optim.SGD made (no momentum, no weight decay); the steps and the lr drawn.
@@ -59,9 +63,10 @@ def setup(world_size: int, rng) -> dict:
 
     # float32 at 2 processes, float64 at 4: the model's own dtype, whatever it is
     dtype = torch.float32 if world_size == min(WORLD_SIZES) else torch.float64
-    model = nn.Linear(BLOCK * world_size, 1, bias=False, dtype=dtype)
+    model = nn.Linear(BLOCK * world_size, 1, dtype=dtype)
     with torch.no_grad():
         model.weight.zero_()
+        model.bias.zero_()
     model.share_memory()
     # the gradient the parent left on the weight, in shared memory: what every process
     # that fork made would find there (pickled, a parameter travels without it, so each
@@ -85,10 +90,13 @@ def batches(rank: int, world_size: int, given: dict) -> list:
     target = torch.randn(BLOCK, generator=generator, dtype=dtype)
     found, mine = [], slice(BLOCK * rank, BLOCK * (rank + 1))
     for _ in range(given["steps"]):
-        inputs = torch.zeros(8, BLOCK * world_size, dtype=dtype)
-        inputs[:, mine] = torch.randn(8, BLOCK, generator=generator, dtype=dtype)
-        noise = NOISE * torch.randn(8, 1, generator=generator, dtype=dtype)
-        found.append((inputs, inputs[:, mine] @ target[:, None] + noise))
+        # four samples and their negations: the residuals cancel exactly in the bias's
+        # gradient (0 while the bias is 0), and add up in the weights'
+        inputs = torch.zeros(4, BLOCK * world_size, dtype=dtype)
+        inputs[:, mine] = torch.randn(4, BLOCK, generator=generator, dtype=dtype)
+        noise = NOISE * torch.randn(4, 1, generator=generator, dtype=dtype)
+        targets = inputs[:, mine] @ target[:, None] + noise
+        found.append((torch.cat([inputs, -inputs]), torch.cat([targets, -targets])))
     # one batch of zeros, whose loss is exactly 0 whatever the weights: a batch like any
     # other, its step (of a zero gradient) taken, and the ones after it too
     quiet = (given["seed"] + 7 * rank) % (len(found) - 1)  # never the last
@@ -103,9 +111,10 @@ def alone(rank: int, world_size: int, given: dict, zero_grad: bool = True):
     import torch.nn.functional as F
     from torch import nn
 
-    model = nn.Linear(BLOCK * world_size, 1, bias=False, dtype=given["model"].weight.dtype)
+    model = nn.Linear(BLOCK * world_size, 1, dtype=given["model"].weight.dtype)
     with torch.no_grad():
         model.weight.zero_()
+        model.bias.zero_()
     optimizer = torch.optim.SGD(model.parameters(), lr=given["lr"])
     for inputs, targets in batches(rank, world_size, given):
         if zero_grad:
@@ -119,8 +128,9 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     import torch
 
     model = given["model"]
-    weight = model.weight
-    address = weight.data_ptr()
+    weight, bias = model.weight, model.bias
+    address, bias_address = weight.data_ptr(), bias.data_ptr()
+    names = {id(parameter): name for name, parameter in model.named_parameters()}
     mine = batches(rank, world_size, given)
     used = []
 
@@ -135,17 +145,20 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         used.append(-1)
 
     hook = model.register_forward_pre_hook(seen)
-    version = weight._version
+    version, bias_version = weight._version, bias._version
     arrived = weight.grad = given["arrived"]  # shared, as under fork
     written = arrived._version  # this process's own writes into it move it on
-    optimizers = []
+    optimizers, left_out = [], []  # each SGD's settings; the parameters it does not hold
     sgd_init = torch.optim.SGD.__init__
 
     def recorded_init(optimizer, *args, **kwargs):  # the settings of every SGD it makes
         sgd_init(optimizer, *args, **kwargs)
+        held = {id(parameter) for group in optimizer.param_groups
+                for parameter in group["params"]}
         optimizers.append({key: value for key, value in optimizer.defaults.items()
                            if key in ("lr", "momentum", "dampening", "weight_decay",
                                       "nesterov", "maximize")})
+        left_out.append([name for key, name in names.items() if key not in held])
 
     torch.optim.SGD.__init__ = recorded_init
     locks = []
@@ -157,8 +170,13 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         sys.setprofile(None)
         torch.optim.SGD.__init__ = sgd_init
     hook.remove()
-    return {"replaced": model.weight is not weight or weight.data_ptr() != address
-            or not model.weight.is_shared(),
+    replaced = [name for name, before, at in (("weight", weight, address),
+                                              ("bias", bias, bias_address))
+                if getattr(model, name) is not before or before.data_ptr() != at
+                or not getattr(model, name).is_shared()]
+    return {"replaced": replaced,
+            "left_out": next((names for names in left_out if names), []),
+            "bias_updates": bias._version - bias_version,
             "grad_written": arrived._version != written, "optimizers": optimizers,
             "locks": locks,
             "used": used, "updates": weight._version - version,
@@ -227,9 +245,11 @@ def per_rank(rank: int, result: dict, given: dict) -> str:
 
 def judge(world_size: int, outcome, given: dict) -> list:
     shared = given["model"].weight.detach()[0]
-    replaced = [r for r, result in sorted(outcome.results.items()) if result["replaced"]]
+    replaced = [(r, result["replaced"][0]) for r, result in sorted(outcome.results.items())
+                if result["replaced"]]
     if replaced:
-        return [Finding(False, f"process {replaced[0]} replaced the model's weight with a "
+        return [Finding(False, f"process {replaced[0][0]} replaced the model's "
+                               f"{replaced[0][1]} with a "
                                f"new tensor (p.data = ..., or a new nn.Parameter): the new "
                                f"one is private; update the shared one in place "
                                f"(optimizer.step(), or p.data.sub_(...))")]
@@ -253,6 +273,16 @@ def judge(world_size: int, outcome, given: dict) -> list:
             return [Finding(False, f"process {rank} updated the shared weight {times} "
                                    f"for its {given['steps']} batches: one SGD step per "
                                    f"batch")]
+        if result["left_out"]:
+            return [Finding(False, f"process {rank} made an SGD without the model's "
+                                   f"{list_of(result['left_out'])}, which is never "
+                                   f"stepped: torch.optim.SGD(model.parameters(), lr=lr) "
+                                   f"steps every parameter")]
+        if result["updates"] and result["bias_updates"] != result["updates"]:
+            return [Finding(False, f"process {rank} updated the weight "
+                                   f"{result['updates']} times and the bias "
+                                   f"{result['bias_updates']}: every step updates every "
+                                   f"parameter of the model (model.parameters())")]
         odd = next((settings for settings in result["optimizers"]
                     if settings != plain_sgd(given["lr"])), None)
         if odd:
@@ -286,4 +316,5 @@ def judge(world_size: int, outcome, given: dict) -> list:
                           f"shared model, each batch once and in order (each block within "
                           f"{RELATIVE:.0%} of that process's steps alone), seen by the "
                           f"parent"),
-            Finding(True, "no process replaced the shared weight with a private tensor")]
+            Finding(True, "no process replaced a shared parameter with a private tensor, "
+                          "and every step updated the bias too")]
