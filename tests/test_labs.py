@@ -173,6 +173,8 @@ WRONG = {
         "wrong_agree_through_store": "never called all_reduce: the ranks must agree",
     },
     "hung_rank": {
+        "wrong_behind_and_odd": "in whose place rank",
+        "wrong_tie_rank0_always": "(two against two: the call of the lowest of the tied",
         "wrong_last_call": "then called barrier: you answered [",
         "wrong_tie_dict_order": "one call against one: rank 0's call is the rule",
         "wrong_prefix_gloo": "you answered [1] and 'nccl:all_reduce', the answer is [1] and "

@@ -194,10 +194,43 @@ def lab_skip(rank: int, culprits, op: str) -> None:
     dist.barrier()
 
 
+def lab_behind_and_odd(rank: int, culprits) -> None:
+    """At step 1 ``culprits[0]`` is stuck in its own Python before the all_reduce and
+    ``culprits[1]`` calls barrier in its place: at that number one rank has no entry and one
+    called something else, beside ranks that called all_reduce."""
+    behind, odd = culprits
+    for step in range(STEPS):
+        if rank == behind and step == 1:
+            threading.Event().wait()
+        if rank == odd and step == 1:
+            dist.barrier()  # in place of the all_reduce
+            continue
+        dist.all_reduce(torch.ones(4))
+    dist.barrier()
+
+
+def lab_tie(rank: int, culprits) -> None:
+    """At step 1 rank 0 calls all_reduce, the two ``culprits`` barrier and the other two
+    ranks (of five) broadcast: two calls tie, and rank 0's is not among them."""
+    for step in range(STEPS):
+        if step == 1 and rank in culprits:
+            dist.barrier()
+        elif step == 1 and rank != 0:  # from the lowest of the two
+            dist.broadcast(torch.ones(4), src=min(set(range(1, 5)) - set(culprits)))
+        else:
+            dist.all_reduce(torch.ones(4))
+    dist.barrier()
+
+
 def lab_kind(name: str):
-    """The function of a lab shape: ``stuck_first``, or ``skip:<op>``."""
+    """The function of a lab shape: ``stuck_first``, ``behind_and_odd``, ``tie``, or
+    ``skip:<op>``."""
     if name == "stuck_first":
         return lab_stuck_first
+    if name == "behind_and_odd":
+        return lab_behind_and_odd
+    if name == "tie":
+        return lab_tie
     op = name.partition(":")[2]
     return lambda rank, culprits: lab_skip(rank, culprits, op)
 
@@ -283,7 +316,7 @@ def rank_main(rank: int, job: Job, args) -> None:
         kind, _ = KINDS[args.demo]
         kind(rank, args.culprit)
     else:  # a lab shape: several culprits
-        lab_kind(args.demo)(rank, set(args.culprit))
+        lab_kind(args.demo)(rank, tuple(args.culprit))
 
 
 # --- stacks, from outside: py-spy ---------------------------------------------------------

@@ -3,15 +3,19 @@
 The contract (labs/hung_rank.py), clause by clause, and the jobs that check each:
 
 - Ranks with no entry at the first differing number are behind: the "stuck", "dead" and
-  "stuck_first" jobs.
+  "stuck_first" jobs; and they alone are named where, at that number, another rank called
+  something else: at 4 ranks one rank is stuck before an all_reduce that another rank
+  replaced with a barrier.
 - A recorder may be empty, its rank having reached no collective: "stuck_first", whose
   culprits stall before their first.
 - Several ranks may be behind or out of step, and all are named: "stuck_first" has two
   culprits from 3 ranks on, and the skip of another collective two at 4 ranks.
 - Out of step: the ranks whose call differs from most ranks' call: "skip", "order",
   "unwaited", and the skip of another collective.
-- A tie makes rank 0's call the rule: every out-of-step job at 2 ranks, and the skip with
-  two culprits at 4.
+- A tie makes the call of the lowest rank among the tied calls the rule: rank 0's in every
+  out-of-step job at 2 ranks and the skip with two culprits at 4; and at 4, the recorders
+  of a 5-rank job where rank 0 calls all_reduce, two ranks barrier and two broadcast, so
+  the rule is the call of the lowest rank among those four.
 - The collective is the others' call, without the backend's prefix: every job, and one
   whose entries are named as an nccl job names them ("nccl:all_reduce"); between
   them they wait in all_reduce, barrier, broadcast, gather at 2 ranks (stripping "gloo:"
@@ -88,11 +92,16 @@ def story(kind: str) -> tuple:
         return CASES[kind]
     if kind == "stuck_first":
         return STUCK_FIRST
+    if kind == "behind_and_odd":
+        return ("was stuck in its own Python before an all_reduce", "all_reduce", None)
+    if kind == "tie":
+        return ("", "", None)  # told by tie_story
     op = kind.partition(":")[2]
     return (f"skipped one {op}, then called barrier", op, "barrier")
 
 
 _RECORDED: dict[tuple, dict] = {}
+TIE_SIZE = 5  # the tie job's ranks: rank 0's call, and two against two without it
 
 
 def recorded(kind: str, world_size: int, culprits: tuple, buffer: int | None) -> dict:
@@ -102,6 +111,7 @@ def recorded(kind: str, world_size: int, culprits: tuple, buffer: int | None) ->
     from workers.hangs import collect_dumps
 
     key = (kind, world_size, culprits, buffer)
+    world_size = TIE_SIZE if kind == "tie" else world_size
     if key not in _RECORDED:
         # the chapter's kinds have one culprit; the lab's shapes take several
         culprit = culprits[0] if kind in CASES else culprits
@@ -146,6 +156,10 @@ def setup(world_size: int, rng) -> dict:
         # the one at the first differing number
         rooted = rng.choice(["gather", "scatter", "broadcast"])
         plan.append((f"skip:{rooted}", (rng.randrange(1, 4),), None))
+        # one rank behind and one out of step at the same number: only the first is named
+        plan.append(("behind_and_odd", tuple(rng.sample(range(world_size), 2)), None))
+        # two calls tie without rank 0's: the two ranks that call barrier
+        plan.append(("tie", tuple(sorted(rng.sample(range(1, TIE_SIZE), 2))), None))
     rng.shuffle(plan)
     # the jobs hang side by side: each mostly waits, for its start and for its recorders
     # to stand still, so together they take little more than the slowest
@@ -157,6 +171,11 @@ def setup(world_size: int, rng) -> dict:
         told, waited_in, own = story(kind)
         if kind == "stuck_first" and len(culprits) > 1:
             told = STUCK_FIRST_MANY
+        if kind == "behind_and_odd":
+            told += f", in whose place rank {culprits[1]} called barrier"
+            culprits = culprits[:1]  # the rank behind, alone
+        if kind == "tie":
+            culprits, waited_in, told = tie_story(culprits)
         cases.append({"kind": kind, "culprits": list(culprits), "buffer": buffer,
                       "dumps": dumps, "story": told, "truth": (list(culprits), waited_in),
                       "own": own})
@@ -175,6 +194,19 @@ def setup(world_size: int, rng) -> dict:
             rng.shuffle(order)
         case["dumps"] = {rank: case["dumps"][rank] for rank in order}
     return {"cases": cases}
+
+
+def tie_story(barrier: tuple) -> tuple:
+    """The tie job's answer: the ranks out of step, the rule's call, and what happened."""
+    broadcast = tuple(sorted(set(range(1, TIE_SIZE)) - set(barrier)))
+    rule, odd = ((barrier, broadcast) if min(barrier) < min(broadcast)
+                 else (broadcast, barrier))
+    call = "barrier" if rule == barrier else "broadcast"
+    other = "broadcast" if call == "barrier" else "barrier"
+    told = (f"were out of step in a {TIE_SIZE}-rank job: rank 0 called all_reduce and "
+            f"{ranks_named(odd)} {other}, against {ranks_named(rule)}'s {call} (two "
+            f"against two: the call of the lowest of the tied ranks is the rule)")
+    return sorted((0, *odd)), call, told
 
 
 def ranks_named(ranks) -> str:
@@ -265,6 +297,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
 
 def hint(world_size: int, case: dict, got) -> str:
     """What a wrong answer to this job suggests the function does."""
+    world_size = len(case["dumps"])  # the job's own (the tie job has 5 ranks)
     if got is None:
         return "; return (ranks, collective), a list of ranks and a string"
     ranks, collective = got
