@@ -33,6 +33,7 @@ WRONG = {
     "barrier": {
         "wrong_sleep_after_open": "slept 0.05 s (time.sleep) in barrier 1: a barrier blocks",
         "wrong_reused_key": "keys an earlier barrier left in the store",
+        "wrong_gen_after_open": "deadlock: after",
         "wrong_no_wait": "a rank must wait until every rank has entered",
         "wrong_key_off_by_one": "which no rank ever set or added",
         "wrong_polls": "polls the store in a loop",

@@ -18,7 +18,10 @@ The contract (labs/barrier.py), clause by clause, and what checks each:
   three barriers in a row, one rank late before each, once by 1.5 to 2.5 s (a wait that
   gives up after a timeout and returns fails, and its timeout is named).
 - Every call works however many came before: barriers 2 and 3 (keys a store never
-  forgets).
+  forgets); and whatever the store's latency: in barrier 2 the second write of the rank
+  that comes late returns 0.2 s late, so the ranks that write released come back for
+  barrier 3 while it is still in barrier 2 (a rank that opens the barrier, then moves a
+  shared counter on, lets them find the old one).
 - Block in store.wait, do not poll, do not sleep: store calls counted per barrier against
   the time spent inside; any time.sleep of the reader's, however short, fails.
 - The last rank to arrive is not held: its time inside after it arrived.
@@ -46,6 +49,7 @@ LATE = (0.05, 0.25)  # seconds a late rank arrives after the others, in two barr
 LONG = (1.5, 2.5)  # and in one of them: longer than a store.wait given a timeout of 1 s
 PROMPT = 0.5  # seconds the last rank may stay in a barrier after it arrives
 MOST_CALLS = 20  # store calls per barrier and rank beyond which a barrier polls
+SLOW_BARRIER, SLOW_WRITE = 1, 0.2  # barrier 2: the late rank's second write, 0.2 s late
 
 
 def setup(world_size: int, rng) -> dict:
@@ -62,8 +66,9 @@ def describe(world_size: int, given: dict) -> str:
     return f", {BARRIERS} barriers in a row, late: {lates}"
 
 
-def counting_store(calls):
-    """A store that passes every call to the job's TCPStore, and logs and counts it."""
+def counting_store(calls, pause=None):
+    """A store that passes every call to the job's TCPStore, and logs and counts it;
+    with ``pause``, the second write in barrier ``SLOW_BARRIER`` returns SLOW_WRITE late."""
     import torch.distributed as dist
 
     class CountingStore(dist.Store):
@@ -74,14 +79,20 @@ def counting_store(calls):
             self.written = [set() for _ in range(BARRIERS)]  # keys set in each barrier
             self.waited = [set() for _ in range(BARRIERS)]  # keys waited for in each
             self.timeouts = [[] for _ in range(BARRIERS)]  # timeouts given to wait()
+            self.writes, self.paused = 0, False  # writes in SLOW_BARRIER; paused yet
 
         def wrote(self, key):
             self.written[self.barrier].add(str(key))
+            self.writes += self.barrier == SLOW_BARRIER
 
         def call(self, what: str, method, *args):
             self.count += 1
             with calls.logged(f"store.{what}"):
-                return method(*args)
+                answer = method(*args)
+            if pause and self.writes == 2 and not self.paused:  # done, and told late
+                self.paused = True
+                pause(SLOW_WRITE)
+            return answer
 
         def set(self, key, value):
             self.wrote(key)
@@ -123,9 +134,10 @@ def counting_store(calls):
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     inner = job_store(120)
-    store = counting_store(calls)(inner)
-    entered, left, counts, slept = [], [], [], []
     sleep, asleep = time.sleep, [0.0]
+    slow = rank == given["late"][SLOW_BARRIER]  # its second write there returns late
+    store = counting_store(calls, sleep if slow else None)(inner)
+    entered, left, counts, slept = [], [], [], []
 
     def counted_sleep(seconds):  # the reader's sleeps, wherever it took time.sleep from
         if threading.current_thread() is threading.main_thread():  # not the checker's
