@@ -404,6 +404,24 @@ def test_a_full_ring_buffer_is_compared_where_every_rank_still_has_entries():
     assert verdict.culprit_line == f"{HERE}:12"
 
 
+@pytest.mark.parametrize("start", [1, 3])
+def test_calls_are_counted_only_while_every_recorder_holds_its_first(start):
+    """Rank 2 skipped one all_reduce and waits in the barrier: the verdict counts each
+    rank's all_reduce calls, but only where the recorders still start at #1 (a full ring
+    buffer keeps the last entries, and a count of those is no count of the calls)."""
+    recorders = {rank: [entry(s, "all_reduce", 10) for s in range(start, 6)]
+                 for rank in (0, 1)}
+    recorders[2] = [entry(s, "all_reduce", 10) for s in range(start, 5)] + [
+        entry(5, "barrier", 12, retired=False)]
+    processes = {0: process(0, 10, "all_reduce"), 1: process(1, 10, "all_reduce"),
+                 2: process(2, 12, "barrier")}
+    verdict = read_hang(processes, recorders)
+    assert (verdict.found, verdict.culprits) == ("out of step", [2])
+    counted = "rank 2 called all_reduce 4 times, ranks 0 and 1 5 times"
+    assert (counted in verdict.text) == (start == 1), verdict.text
+    assert bool(re.search(r"\d times", verdict.text)) == (start == 1), verdict.text
+
+
 def test_two_ranks_behind_and_a_tie():
     recorders = {r: [entry(1, "all_reduce", 10)] for r in range(4)}
     for r in (0, 1):
@@ -450,6 +468,23 @@ def test_the_same_collective_with_other_sizes_names_the_minority_by_its_sizes():
     assert "called all_reduce of sizes [[4]]" in verdict.text
 
 
+def test_a_collective_every_rank_finished_with_other_sizes_is_no_disagreement():
+    """An all_to_all_single with uneven splits, finished on every rank, then an all_reduce
+    rank 2 never calls: rank 2 is behind at #2, not out of step at #1."""
+    recorders = {r: [entry(1, "all_to_all", 10)] for r in range(3)}
+    for rank, size in enumerate((3, 6, 9)):
+        recorders[rank][0].sizes = [[size]]
+    for rank in (0, 1):
+        recorders[rank].append(entry(2, "all_reduce", 11, retired=False))
+    processes = {0: process(0, 11, "all_reduce"), 1: process(1, 11, "all_reduce"),
+                 2: process(2, 12, None)}
+    verdict = read_hang(processes, recorders)
+    assert (verdict.found, verdict.culprits, verdict.seq) == ("behind", [2], 2), verdict.text
+    # the same sizes apart while a rank still waits in it: out of step, as before
+    recorders[2][0].retired = False
+    assert first_disagreement(recorders)[0] == 1
+
+
 def test_without_recorders_the_stacks_still_find_the_rank_outside_the_collectives():
     processes = {0: process(0, 10, "all_reduce"), 1: process(1, 20, None)}
     verdict = read_hang(processes, {0: None, 1: None})
@@ -467,6 +502,12 @@ def test_without_recorders_the_stacks_still_find_the_rank_outside_the_collective
     every = read_hang({0: process(0, 10, "all_reduce"), 1: process(1, 10, "all_reduce")},
                       agree)
     assert every.found == "recorders agree" and "without the flight" not in every.text
+    # every recorder read and empty (an nccl job's, read as gloo's): no claim of agreement
+    empty = read_hang({0: process(0, 10, "all_reduce"), 1: process(1, 10, "all_reduce")},
+                      {0: [], 1: []})
+    assert empty.found == "recorders empty"
+    assert "are empty: no rank recorded a collective" in empty.text
+    assert "agree" not in empty.text
 
 
 def test_a_gloo_dump_is_mended_for_fr_trace():
@@ -494,3 +535,24 @@ def test_the_main_thread_is_found_by_its_kernel_id_when_py_spy_reads_no_names():
     assert "its thread 'prefetch'" in hangs.where_is("rank 2", named)
     assert hangs.signature(dead) == sorted([("?", [("_shutdown", 1500)]),
                                             ("?", [("prefetch", 120), ("run", 990)])])
+
+
+RANK_THAT_SERVES = """
+import torch, torch.distributed as dist
+from workers.hangs import serve_dumps
+store = dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True)
+dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+serve_dumps()
+dist.all_reduce(torch.ones(2))
+dist.destroy_process_group()
+print("end of script", flush=True)
+"""
+
+
+def test_a_rank_that_serves_its_recorder_ends_normally():
+    """serve_dumps is offered for copying into the reader's ranks: a rank that ran it and
+    then finished must end with 0 (a handler nested in serve_dumps crashed it at exit)."""
+    done = subprocess.run([sys.executable, "-c", RANK_THAT_SERVES], capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).parents[1])
+    assert "end of script" in done.stdout, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]

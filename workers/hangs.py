@@ -77,8 +77,8 @@ def import_torch() -> None:
 
 
 def skip_collective(rank: int, culprit: int) -> None:
-    """The culprit's batch at step 1 is empty, so it skips that step's all_reduce; it
-    meets the others again at the barrier after the loop."""
+    """The culprit's batch at step 1 is empty, so it skips that step's all_reduce; it goes
+    on to the barrier after the loop, while the others wait in their last all_reduce."""
     grad = torch.ones(4)
     for step in range(STEPS):
         if rank == culprit and step == 1:
@@ -241,6 +241,18 @@ def lab_kind(name: str):
 SERVERS: list = []  # this process's worker server, once serve_dumps() started it
 
 
+def recorder(request, response) -> None:
+    """The handler: this rank's recorder, pickled, with its rank. A function of the
+    module, not one nested in serve_dumps: a nested one, freed as the interpreter exits,
+    crashes a rank that ends normally (SIGABRT or SIGSEGV, with torch 2.15)."""
+    from torch._C._distributed_c10d import _dump_fr_trace
+
+    dump = pickle.loads(_dump_fr_trace())
+    dump["rank"] = dist.get_rank()  # the dump does not say whose it is
+    response.set_content(pickle.dumps(dump), "application/octet-stream")
+    response.set_status(200)
+
+
 def serve_dumps() -> None:
     """Let a second process read this rank's stacks and flight recorder while it hangs.
 
@@ -251,17 +263,10 @@ def serve_dumps() -> None:
     with the Python frames of every call, which the built-in JSON one leaves out.
     """
     from torch._C._distributed_c10d import (
-        _dump_fr_trace,
         _get_handler_names,
         _register_handler,
         _WorkerServer,
     )
-
-    def recorder(request, response) -> None:
-        dump = pickle.loads(_dump_fr_trace())
-        dump["rank"] = dist.get_rank()  # the dump does not say whose it is
-        response.set_content(pickle.dumps(dump), "application/octet-stream")
-        response.set_status(200)
 
     if "fr_trace_pickle" not in _get_handler_names():
         _register_handler("fr_trace_pickle", recorder)
@@ -566,7 +571,8 @@ class Verdict:
     ``waiting_line``: where the others called it; ``culprit_line``: the line of the
     culprits' own code to look at; ``culprit_op``: the collective they called instead."""
 
-    found: str  # "behind", "out of step", "no recorder", "recorders agree", "not hung"
+    found: str  # "behind", "out of step", "no recorder", "recorders agree",
+    # "recorders empty", "not hung"
     culprits: list[int]
     waiting: list[int]
     collective: str | None
@@ -591,7 +597,9 @@ def ranks_text(ranks) -> str:
 def first_disagreement(recorders: dict[int, list[Entry]], group: str = "0"):
     """The first collective number at which the ranks' recorders differ, and what each rank
     called there (None: nothing yet). Entries a full ring buffer dropped are skipped: the
-    comparison starts where every rank still has its entries."""
+    comparison starts where every rank still has its entries. So is a collective every
+    rank called and finished with other sizes: all_to_all_single with uneven splits, an
+    all_gather of tensors of other lengths."""
     calls = {rank: {e.seq: e for e in entries if e.group == group}
              for rank, entries in recorders.items()}
     first = max((min(by_seq) for by_seq in calls.values() if by_seq), default=1)
@@ -599,6 +607,9 @@ def first_disagreement(recorders: dict[int, list[Entry]], group: str = "0"):
     for seq in range(first, last + 1):
         here = {rank: by_seq.get(seq) for rank, by_seq in calls.items()}
         if len({call_of(e) if e else None for e in here.values()}) > 1:
+            if all(e and e.retired for e in here.values()) and \
+                    len({e.op for e in here.values()}) == 1:
+                continue  # one collective, finished everywhere: uneven by design
             return seq, here
     return None, {}
 
@@ -660,7 +671,8 @@ def read_hang(processes: dict[int, Process], recorders: dict[int, list[Entry] | 
         seq, here = first_disagreement(recorders)
         if seq is not None:
             return from_recorders(seq, here, processes, recorders)
-    return from_stacks(processes, served)
+    empty = served and not any(recorders.values())
+    return from_stacks(processes, served, empty)
 
 
 def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> Verdict:
@@ -718,10 +730,13 @@ def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> 
         rank = moved[0]
         text += (f"; nobody waits for that {mine.op}: {ranks_text([rank])} went on, and "
                  f"now waits in {stuck_in.get(rank) or 'its code'} at {later[rank].where}")
+    # a count of calls, only where every recorder still holds its rank's first collective:
+    # a full ring buffer has dropped the oldest, and a count of what it kept says nothing
     counts = {rank: sum(e.op == reference for e in recorders[rank]) for rank in here}
+    whole = all(min(e.seq for e in recorders[rank] if e.group == "0") == 1 for rank in here)
     mine_count, theirs_count = counts[culprits[0]], counts[waiting[0]]
-    if len({counts[r] for r in culprits}) == 1 and len({counts[r] for r in waiting}) == 1 \
-            and 0 < mine_count != theirs_count:
+    if whole and len({counts[r] for r in culprits}) == 1 and \
+            len({counts[r] for r in waiting}) == 1 and 0 < mine_count != theirs_count:
         text += (f"; {ranks_text(culprits)} called {reference} {mine_count} times, "
                  f"{ranks_text(waiting)} {theirs_count} times")
     return Verdict("out of step", culprits, waiting, reference, seq, where_of(theirs.line),
@@ -740,11 +755,18 @@ def where_of(frame: Frame | None) -> str | None:
 # collectives only, so the hang, if any, is in another group's (a new_group, a mesh's)
 AGREE = ("the flight recorders, all read, agree on the default group's collectives, the "
          "only ones compared: a hang in another group's shows in the stacks alone")
+# Where every recorder was read and none holds a collective: the ranks called none yet, or
+# they served another backend's recorder than the one that recorded their collectives
+EMPTY = ("the flight recorders, all read, are empty: no rank recorded a collective in the "
+         "recorder it served (gloo's, by default; a job on another backend records into "
+         "that backend's)")
 
 
-def from_stacks(processes: dict[int, Process], served: bool = False) -> Verdict:
-    """Without every rank's recorder, or with recorders that agree (``served``): the
-    ranks not inside a collective are behind."""
+def from_stacks(processes: dict[int, Process], served: bool = False,
+                empty: bool = False) -> Verdict:
+    """Without every rank's recorder, or with recorders that agree (``served``), or that
+    are all ``empty``: the ranks not inside a collective are behind."""
+    read = EMPTY if empty else AGREE
     inside = {rank: collective_in(p.main.frames) if p.main else None
               for rank, p in processes.items()}
     waiting = sorted(rank for rank, op in inside.items() if op)
@@ -759,7 +781,7 @@ def from_stacks(processes: dict[int, Process], served: bool = False) -> Verdict:
                 f"{op}{at(line)}, and "
                 f"{ranks_text(behind)} {'is' if len(behind) == 1 else 'are'} in no "
                 f"collective; {where} (from the stacks alone: "
-                f"{AGREE if served else 'no flight recorder served'})")
+                f"{read if served else 'no flight recorder served'})")
         return Verdict("behind", behind, waiting, op, None, where_of(line),
                        where_of(spot), None, text)
     if waiting:
@@ -768,10 +790,10 @@ def from_stacks(processes: dict[int, Process], served: bool = False) -> Verdict:
                           f"{where_of(reader_frame(processes[r].main.frames))}"
                           for r in waiting)
         if served:
-            text = (f"every rank waits in a collective ({lines}): {AGREE}, and the stacks "
+            text = (f"every rank waits in a collective ({lines}): {read}, and the stacks "
                     f"cannot tell which rank is out of step")
-            return Verdict("recorders agree", [], waiting, None, None, None, None, None,
-                           text)
+            return Verdict("recorders empty" if empty else "recorders agree", [], waiting,
+                           None, None, None, None, None, text)
         text = (f"every rank waits in a collective ({lines}): without the flight "
                 f"recorders, the stacks cannot tell which rank is out of step")
         return Verdict("no recorder", [], waiting, None, None, None, None, None, text)

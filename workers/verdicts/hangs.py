@@ -52,6 +52,8 @@ def health_check(answers: dict[str, str | None]) -> Verdict:
 @verdict(
     worked=dict(answers={"0": "Process 12: python\nThread 12 (idle): \"MainThread\""}),
     missing=dict(answers={"0": "sh: 1: py-spy: not found\n"}),
+    no_handler=dict(answers={"0": "Handler pyspy_dump not found: Failed to find handler "
+                                  "pyspy_dump"}),
     failed=dict(answers={"0": None}),
 )
 def pyspy_page(answers: dict[str, str | None]) -> Verdict:
@@ -60,7 +62,10 @@ def pyspy_page(answers: dict[str, str | None]) -> Verdict:
     if texts and all(text and "Thread" in text for text in texts):
         return Verdict("worked", "its pyspy_dump handler returned each rank's stacks: "
                                  "py-spy was on the ranks' PATH in this build")
-    if any(text and "not found" in text for text in texts):
+    if any(text and text.startswith("Handler pyspy_dump not found") for text in texts):
+        return Verdict("no_handler", "its worker server has no pyspy_dump handler in this "
+                                     "release of PyTorch")
+    if any(text and "py-spy: not found" in text for text in texts):
         return Verdict("missing", "its pyspy_dump handler answered \"py-spy: not found\": "
                                   "it runs py-spy from the rank's PATH, and the virtual "
                                   "environment's bin folder was not on it in this build")
