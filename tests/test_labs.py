@@ -76,6 +76,7 @@ WRONG = {
         "wrong_rebinds_data": "assigning to the name or to tensor.data gives it new",
     },
     "pair_groups": {
+        "wrong_float32_copy": "to float32's precision only",
         "wrong_no_group": "ran without group=",
         "wrong_own_group_only": "the ranks made different new_group calls",
         "wrong_neighbours": "its pair is ranks 0 and 1",

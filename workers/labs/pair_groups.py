@@ -22,6 +22,8 @@ The contract (labs/pair_groups.py), clause by clause, and what checks each:
   with use_local_synchronization=True and every member making it: each rank's new_group
   calls, compared (dist.new_subgroups(group_size=2) makes them for the reader, and passes).
 - An even world size: 2, 4 and 6 ranks.
+- Any tensor: float32 at 2 and 6 ranks, float64 at 4, whose values need all of float64's
+  digits (a float32 copy on the way loses them).
 """
 
 from __future__ import annotations
@@ -46,17 +48,26 @@ ALLOWED = ("new_group", "all_reduce")
 def setup(world_size: int, rng) -> dict:
     if world_size % 2:
         raise BadInput(f"pair_groups needs an even world size, got {world_size}")
-    return {"factors": [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]}
+    return {"factors": [rng.randint(1, 9) for _ in range(rng.randint(1, 4))],
+            "dtype": "float64" if world_size == 4 else "float32"}
+
+
+def start(given: dict):
+    """The factors rank r's tensor is 2**r times: whole numbers in float32, and in float64
+    times 1 + 2**-40, which float32 cannot hold (sums of them stay exact)."""
+    import torch
+
+    dtype = getattr(torch, given["dtype"])
+    fine = 1 + 2.0 ** -40 if dtype == torch.float64 else 1.0
+    return torch.tensor(given["factors"], dtype=dtype) * fine
 
 
 def describe(world_size: int, given: dict) -> str:
-    return f", {world_size // 2} pair{'s' * (world_size > 2)}"
+    return f", {world_size // 2} pair{'s' * (world_size > 2)}, {given['dtype']}"
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
-    import torch
-
-    tensor = torch.tensor(given["factors"], dtype=torch.float32) * 2.0 ** rank
+    tensor = start(given) * 2.0 ** rank
     with calls.reader():
         solution(tensor)
     return {"result": tensor}
@@ -91,12 +102,18 @@ def judge(world_size: int, outcome, given: dict) -> list:
     made = {rank: group_calls(outcome.calls(rank)) for rank in outcome.results}
     if len({repr(groups) for groups in made.values()}) > 1:
         return [Finding(False, different_groups(made))]
-    factors = torch.tensor(given["factors"], dtype=torch.float32)
+    factors = start(given)
     for rank, result in sorted(outcome.results.items()):
         pair = [rank - rank % 2, rank - rank % 2 + 1]
         got = result["result"] / factors
         if torch.equal(got, torch.full_like(got, 2.0 ** pair[0] + 2.0 ** pair[1])):
             continue
+        right = factors * (2.0 ** pair[0] + 2.0 ** pair[1])
+        if factors.dtype == torch.float64 and torch.allclose(result["result"], right,
+                                                             rtol=1e-6, atol=0):
+            return [Finding(False, f"rank {rank} holds its pair's sum to float32's "
+                                   f"precision only, not the float64 tensor's own: "
+                                   f"all-reduce the tensor itself, not a float32 copy")]
         value = got[0].item()
         if abs(value - round(value)) > 0 or value < 1 or not torch.all(got == got[0]):
             return [Finding(False, f"rank {rank} holds {result['result'].tolist()}, not a "
