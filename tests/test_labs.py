@@ -175,6 +175,8 @@ WRONG = {
         "wrong_agree_through_store": "never called all_reduce: the ranks must agree",
     },
     "hung_rank": {
+        "wrong_latest_collective": "going on to wait in an all_reduce: you answered [1] and",
+        "wrong_returns_set": "you named the right ranks, as a set: return them as a sorted",
         "wrong_behind_and_odd": "in whose place rank",
         "wrong_tie_rank0_always": "(two against two: the call of the lowest of the tied",
         "wrong_last_call": "then called barrier: you answered [",

@@ -172,26 +172,44 @@ def lab_stuck_first(rank: int, culprits) -> None:
 def lab_skip(rank: int, culprits, op: str) -> None:
     """The culprits skip step 1's ``op``, then meet the others in the barrier after the
     loop: at the recorders' last common number they call barrier, the others ``op``."""
-    n = dist.get_world_size()
     for step in range(STEPS):
         if rank in culprits and step == 1:
             continue
-        x = torch.ones(n)
-        if op == "all_gather":
-            dist.all_gather([torch.empty(n) for _ in range(n)], x)
-        elif op == "gather":
-            dist.gather(x, [torch.empty(n) for _ in range(n)] if rank == 0 else None, dst=0)
-        elif op == "scatter":
-            dist.scatter(torch.empty(1), list(x.split(1)) if rank == 0 else None, src=0)
-        elif op == "reduce":
-            dist.reduce(x, dst=0)
-        elif op == "broadcast":
-            dist.broadcast(x, src=0)
-        elif op == "all_to_all":
-            dist.all_to_all_single(torch.empty(n), x)
-        else:
-            dist.all_reduce(x)
+        lab_call(op, rank)
     dist.barrier()
+
+
+def lab_stuck_before(rank: int, culprits) -> None:
+    """The culprits are stuck in their own Python before step 1's broadcast from the last
+    rank. A rank that only receives needs them not: it finishes the broadcast and waits in
+    the all_reduce after it, so its last call is not the one the culprits never started."""
+    source = dist.get_world_size() - 1
+    for step in range(STEPS):
+        if rank in culprits and step == 1:
+            threading.Event().wait()
+        dist.broadcast(torch.ones(4), src=source)
+        dist.all_reduce(torch.ones(4))
+    dist.barrier()
+
+
+def lab_call(op: str, rank: int) -> None:
+    """One call of the collective ``op``, rooted at rank 0 where it has a root."""
+    n = dist.get_world_size()
+    x = torch.ones(n)
+    if op == "all_gather":
+        dist.all_gather([torch.empty(n) for _ in range(n)], x)
+    elif op == "gather":
+        dist.gather(x, [torch.empty(n) for _ in range(n)] if rank == 0 else None, dst=0)
+    elif op == "scatter":
+        dist.scatter(torch.empty(1), list(x.split(1)) if rank == 0 else None, src=0)
+    elif op == "reduce":
+        dist.reduce(x, dst=0)
+    elif op == "broadcast":
+        dist.broadcast(x, src=0)
+    elif op == "all_to_all":
+        dist.all_to_all_single(torch.empty(n), x)
+    else:
+        dist.all_reduce(x)
 
 
 def lab_behind_and_odd(rank: int, culprits) -> None:
@@ -223,14 +241,16 @@ def lab_tie(rank: int, culprits) -> None:
 
 
 def lab_kind(name: str):
-    """The function of a lab shape: ``stuck_first``, ``behind_and_odd``, ``tie``, or
-    ``skip:<op>``."""
+    """The function of a lab shape: ``stuck_first``, ``behind_and_odd``, ``tie``,
+    ``stuck_before``, or ``skip:<op>``."""
     if name == "stuck_first":
         return lab_stuck_first
     if name == "behind_and_odd":
         return lab_behind_and_odd
     if name == "tie":
         return lab_tie
+    if name == "stuck_before":
+        return lab_stuck_before
     op = name.partition(":")[2]
     return lambda rank, culprits: lab_skip(rank, culprits, op)
 

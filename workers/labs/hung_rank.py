@@ -27,7 +27,8 @@ The contract (labs/hung_rank.py), clause by clause, and the jobs that check each
   skipped gather, scatter or broadcast, which the non-root ranks retire and go past.
 - The collective is the others' call at that number, not their last: at 4 ranks one rank
   skips a gather, scatter or broadcast, and two of the three waiting ranks go on to the
-  barrier after it.
+  barrier after it; at 3 ranks rank 1 is stuck before a broadcast from rank 2, which rank
+  0 finishes without it, going on to wait in an all_reduce.
 - Any order of the dict's ranks: every job's dumps come in an order drawn from the seed,
   never sorted by rank.
 - The standard library only, not workers.hangs nor torch's flight_recorder: the modules
@@ -96,6 +97,10 @@ def story(kind: str) -> tuple:
         return ("was stuck in its own Python before an all_reduce", "all_reduce", None)
     if kind == "tie":
         return ("", "", None)  # told by tie_story
+    if kind == "stuck_before":
+        return ("was stuck in its own Python before a broadcast from rank 2, which rank 0 "
+                "receives and finishes without it, going on to wait in an all_reduce",
+                "broadcast", None)
     op = kind.partition(":")[2]
     return (f"skipped one {op}, then called barrier", op, "barrier")
 
@@ -150,6 +155,10 @@ def setup(world_size: int, rng) -> dict:
     else:
         skippers = (rng.randrange(world_size),)
     plan.append((f"skip:{op}", skippers, None))
+    if world_size == 3:
+        # rank 1 behind at a broadcast from rank 2: rank 0, which only receives, finishes
+        # it and waits in the next collective, so its last call is not the answer
+        plan.append(("stuck_before", (1,), None))
     if world_size == 4:
         # one rank skips a rooted collective: the root waits in it, and the other two
         # retire it and go on to the barrier, so most waiting ranks' last call is not
@@ -265,6 +274,16 @@ def normal(answer) -> tuple[list[int], str] | None:
         return None
 
 
+def not_a_sorted_list(answer) -> str:
+    """What is wrong with the form of an answer whose ranks are right, or ''."""
+    ranks = answer[0]
+    if not isinstance(ranks, list):
+        return f"a {type(ranks).__name__}"
+    if ranks != sorted(ranks):
+        return "a list not sorted"
+    return ""
+
+
 def judge(world_size: int, outcome, given: dict) -> list:
     result = outcome.results[0]
     if result["borrowed"]:
@@ -283,6 +302,12 @@ def judge(world_size: int, outcome, given: dict) -> list:
                    if empty else "")
             findings.append(Finding(False, f"{who}: your function raised "
                                            f"{answer['raised']}{why}"))
+            continue
+        form = not_a_sorted_list(answer) if got == (truth[0], truth[1]) else ""
+        if form:
+            findings.append(Finding(False, f"{who}: you named the right ranks, as {form}: "
+                                           f"return them as a sorted list, "
+                                           f"{truth[0]}"))
             continue
         if got == (truth[0], truth[1]):
             findings.append(Finding(True, f"{who}: you named {ranks_named(truth[0])} "
