@@ -91,6 +91,7 @@ WRONG = {
                                        "group must make it",
     },
     "average_gradients": {
+        "wrong_reshape_copy": "a channels_last gradient is not contiguous",
         "wrong_missing_divide": "not the mean: divide by the world size",
         "wrong_averaging_twice": "averaged twice",
         "wrong_weights_only": "average every parameter, biases too",

@@ -16,6 +16,9 @@ The contract (labs/average_gradients.py), clause by clause, and what checks each
 - Whatever the gradients' values: in one step one rank's images are zeros, so some of its
   gradients are zeros and must still be all-reduced (a job that dies from mismatched
   all_reduce sizes says so).
+- Every parameter, whatever its layout: at 3 ranks the model is channels_last, so its
+  convolutions' weights and gradients are not contiguous in the default order (reshape
+  or contiguous() copies them, and a result written into the copy is lost).
 - all_reduce only, with SUM or AVG: other collectives and ops fail.
 - async_op=True is waited for before the tensor is touched: every Work followed (gloo's
   AVG, which divides when the sum arrives, is told apart from a change by the reader).
@@ -47,11 +50,13 @@ def setup(world_size: int, rng) -> dict:
     # gradient equal to the sum)
     step, rank = rng.randrange(1, STEPS), rng.randrange(world_size)
     return {"seed": rng.randrange(1_000_000),
-            "zeros": [step, rank * BATCH // world_size, (rank + 1) * BATCH // world_size]}
+            "zeros": [step, rank * BATCH // world_size, (rank + 1) * BATCH // world_size],
+            "channels_last": world_size == 3}
 
 
 def describe(world_size: int, given: dict) -> str:
-    return f", {BATCH // world_size} images per rank and step"
+    layout = ", the model channels_last" if given["channels_last"] else ""
+    return f", {BATCH // world_size} images per rank and step{layout}"
 
 
 def batch(seed: int, step: int, zeros=None):
@@ -64,7 +69,8 @@ def batch(seed: int, step: int, zeros=None):
     return images, torch.randint(0, 10, (BATCH,), generator=generator)
 
 
-def train(rank: int, world_size: int, seed: int, between=None, zeros=None):
+def train(rank: int, world_size: int, seed: int, between=None, zeros=None,
+          channels_last: bool = False):
     """The chapter's training loop on rank ``rank``'s share of each batch; ``between``
     runs after backward (the reader's function, on the ranks). Returns the gradients of
     the first step, before and after ``between``, and the final weights."""
@@ -75,6 +81,8 @@ def train(rank: int, world_size: int, seed: int, between=None, zeros=None):
 
     torch.manual_seed(seed)  # the same initial weights on every rank
     model = MnistNet().double()
+    if channels_last:  # the convolutions' weights, and their gradients, in NHWC order
+        model = model.to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     share = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)
     first = {}
@@ -104,11 +112,12 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
                      if not p.detach().equal(b) and name not in moved)
 
     names, first, weights = train(rank, world_size, given["seed"], averaged,
-                                  given["zeros"])
+                                  given["zeros"], given["channels_last"])
     result = {"names": names, "own": first["own"], "after": first["after"],
               "weights": weights, "moved": moved}
     if rank == 0:  # one process, the whole batch: what the ranks must equal
-        _, single, single_weights = train(0, 1, given["seed"], zeros=given["zeros"])
+        _, single, single_weights = train(0, 1, given["seed"], zeros=given["zeros"],
+                                          channels_last=given["channels_last"])
         result["single_gradients"], result["single_weights"] = single["own"], single_weights
     return result
 
@@ -158,7 +167,9 @@ def judge(world_size: int, outcome, given: dict) -> list:
                 kind = "wrong"
             kinds.setdefault(kind, []).append(f"{name} (rank {rank})")
     if set(kinds) != {"mean"}:
-        return [Finding(False, gradient_mistake(kinds, n))]
+        strided = {name for name, own in zip(single["names"], single["own"])
+                   if not own.is_contiguous()}  # channels_last convolutions' gradients
+        return [Finding(False, gradient_mistake(kinds, n, strided))]
     for rank, result in sorted(outcome.results.items()):
         if result["moved"]:
             return [Finding(False, f"rank {rank}'s weights changed inside "
@@ -188,7 +199,7 @@ def scale(got, want) -> float:
     return (got * want).sum().item() / norm if norm else 0.0
 
 
-def gradient_mistake(kinds: dict, n: int) -> str:
+def gradient_mistake(kinds: dict, n: int, strided: set = frozenset()) -> str:
     every = {item.split(" (")[0] for items in kinds.values() for item in items}
 
     def names(kind):
@@ -202,6 +213,12 @@ def gradient_mistake(kinds: dict, n: int) -> str:
     if "twice" in kinds:
         return (f"{names('twice')}: the mean divided by {n} again: averaged twice "
                 f"(ReduceOp.AVG already divides, or / world_size twice)")
+    if "own" in kinds and strided and \
+            {item.split(" (")[0] for item in kinds["own"]} <= strided:
+        return (f"{names('own')}: not averaged, still this rank's own gradient (a "
+                f"channels_last gradient is not contiguous: reshape(-1) or contiguous() "
+                f"gives a copy, and a mean written into the copy never reaches the .grad; "
+                f"all-reduce the .grad itself, or copy the mean back into it)")
     if "own" in kinds:
         whole = names("own") == "every parameter"
         return (f"{names('own')}: not averaged, still this rank's own gradient" +
