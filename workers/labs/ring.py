@@ -17,8 +17,8 @@ The contract (labs/ring.py), clause by clause, and what checks each:
 - In place: the tensor given is a view into a longer one, and the result is read through
   another view taken before the call; rebinding ``tensor.data`` fails, and so does writing
   beside the tensor.
-- Lengths are a multiple of N, from one element a chunk up: one element a chunk at 2
-  ranks, drawn from the seed at 3, two elements a chunk or more at 5.
+- Lengths are a positive multiple of N, from one element a chunk up: one element a chunk
+  at 2 ranks, drawn from the seed at 3, two elements a chunk or more at 5.
 - 2(N-1) messages of 1/N of the tensor per rank: every send counted, with its bytes.
 - To one neighbour, from the other, either way round: the peers of the sends, and the real
   sender of each receive (a receive that names no source counts the rank it came from).
