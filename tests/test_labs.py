@@ -126,6 +126,7 @@ WRONG = {
         "wrong_returns_float16": "cast the result back to the buffer's dtype",
     },
     "zero1": {
+        "wrong_skip_zero_part": "where every rank's gradient was all zeros; Adam steps",
         "wrong_skip_zero_grad": "the ranks were in different calls",
         "wrong_full_state": "ZeRO-1 keeps about 1/N on each rank",
         "wrong_no_gather": "all-gather the updated shards",

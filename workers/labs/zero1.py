@@ -23,7 +23,8 @@ The contract (labs/zero1.py), clause by clause, and what checks each:
 - The caller clears the gradients before each backward (parameter.grad = None).
 - Any gradient, zeros included: one step where one rank's inputs are zeros and its loss
   is weighed 0, so every gradient of that rank is all zeros; the collectives are every
-  rank's.
+  rank's. And a later step where every rank's loss weighs 0: the whole gradient is
+  zeros, and Adam still steps (its moments carry the weights on).
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ ALLOWED = (*FAMILIES["reduce_scatter"], *FAMILIES["all_gather"], *FAMILIES["all_
 def setup(world_size: int, rng) -> dict:
     # one step where one rank's inputs are zeros and its loss weighs 0: every gradient of
     # that rank is all zeros there, and the collectives must still be every rank's
+    zeros = rng.randrange(STEPS - 1)  # before the step where every rank's loss weighs 0
     return {"seed": rng.randrange(1_000_000), "width": rng.randint(9, 17),
             "lr": rng.choice([0.005, 0.01, 0.02]),
-            "zeros": [rng.randrange(STEPS), rng.randrange(world_size)]}
+            "zeros": [zeros, rng.randrange(world_size)],
+            "silent": rng.randrange(zeros + 1, STEPS)}  # every rank's loss weighs 0
 
 
 def describe(world_size: int, given: dict) -> str:
@@ -77,8 +80,10 @@ def inputs(given: dict, rank: int, step: int):
 
 
 def weight(given: dict, rank: int, step: int) -> float:
-    """A rank's loss as it is, but 0 at "zeros": every gradient of that rank all zeros."""
-    return 0.0 if [step, rank] == given.get("zeros") else 1.0
+    """A rank's loss as it is, but 0 at "zeros" (every gradient of that rank all zeros)
+    and at every rank's step "silent" (the whole gradient zeros)."""
+    return 0.0 if [step, rank] == given.get("zeros") or step == given.get("silent") \
+        else 1.0
 
 
 def optimizers() -> list:
@@ -99,9 +104,10 @@ def adam_state_values() -> int:
                if isinstance(value, torch.Tensor) and key != "step")
 
 
-def single(world_size: int, given: dict, scale: float = 1.0):
+def single(world_size: int, given: dict, scale: float = 1.0, skip_silent: bool = False):
     """One process, every rank's inputs at once, a whole Adam: DDP's computation.
-    ``scale``: the gradients times this (N: summed over ranks instead of averaged)."""
+    ``scale``: the gradients times this (N: summed over ranks instead of averaged);
+    ``skip_silent``: no Adam step where the whole gradient is zeros (a mistake's)."""
     import torch
 
     model = tower(given)
@@ -112,7 +118,8 @@ def single(world_size: int, given: dict, scale: float = 1.0):
         loss = sum(model(inputs(given, rank, step)).pow(2).mean() *
                    weight(given, rank, step) for rank in range(world_size)) / world_size
         (loss * scale).backward()
-        optimizer.step()
+        if not (skip_silent and step == given.get("silent")):
+            optimizer.step()
     return [p.detach().clone() for p in model.parameters()]
 
 
@@ -140,6 +147,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         result["single"] = single(world_size, given)
         result["summed"] = single(world_size, given, scale=world_size)
         result["halved"] = single(world_size, given, scale=1 / world_size)
+        result["skipped"] = single(world_size, given, skip_silent=True)
     return result
 
 
@@ -191,6 +199,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
             text = (f"the weights are {off:.1e} from DDP's: they match Adam on the mean "
                     f"divided by the world size again: divide once (ReduceOp.AVG already "
                     f"divides)")
+        elif largest_difference(first["weights"], first["skipped"]) <= TOLERANCE:
+            text = (f"the weights are {off:.1e} from DDP's: they match Adam that skips "
+                    f"step {given['silent'] + 1}, where every rank's gradient was all "
+                    f"zeros; Adam steps there too (its moments still move the weights)")
         else:
             text = (f"after {STEPS} steps the weights are {off:.1e} from DDP's with Adam "
                     f"(one process, every rank's data)")
