@@ -108,6 +108,7 @@ WRONG = {
         "wrong_also_averages_weights": "weights changed inside average_gradients",
     },
     "comm_hook": {
+        "wrong_skip_zero_bucket": "the ranks were in different calls",
         "wrong_shared_cache": "it had handed that Work on with get_future(), whose future "
                               "no one had waited for yet",
         "wrong_no_divide": "the sum over the 2 ranks, not the mean",

@@ -20,7 +20,9 @@ The contract (labs/comm_hook.py), clause by clause, and what checks each:
 - Sent as float16: the dtype and the bytes of every all_reduce (bfloat16 fails).
 - Divided before it is sent: a last backward with the same inputs on every rank and
   gradients up to three quarters of float16's largest, whose sum overflows and mean fits.
-- Any bucket, zeros included: one step where one rank's inputs are zeros.
+- Any bucket, zeros included: one step where one rank's inputs are zeros and its loss
+  weighs 0, so every bucket of that rank is all zeros (and still averaged with the
+  others': a hook that skips a bucket of zeros leaves the ranks in different calls).
 - Every bucket's all_reduce has a buffer of its own while it is in flight: two buckets of
   the same size in every backward after the first; a buffer reused before DDP waited for
   the future it was handed on through is seen by its addresses.
@@ -51,7 +53,8 @@ LOUD = 0.75 * 65504  # the largest gradient of the last backward: its sum over r
 
 
 def setup(world_size: int, rng) -> dict:
-    # one step where one rank's inputs are zeros: its first layer's bucket is all zeros
+    # one step where one rank's inputs are zeros and its loss weighs 0: every bucket of
+    # that rank is all zeros
     return {"seed": rng.randrange(1_000_000), "zeros": (rng.randrange(STEPS),
                                                          rng.randrange(world_size))}
 
@@ -117,6 +120,8 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         for model, optimizer in zip((hooked, default), optimizers):
             optimizer.zero_grad()
             loss = model(inputs(seed, rank, step, given["zeros"])).pow(2).mean()
+            if (step, rank) == tuple(given["zeros"]):
+                loss = loss * 0.0  # every gradient of this rank all zeros
             if model is hooked:
                 before = len(calls.records)
                 with calls.reader():

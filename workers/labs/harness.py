@@ -1135,6 +1135,11 @@ def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
     missing = [rank for rank in range(outcome.world_size) if rank not in outcome.results]
     if missing:
         said = outcome.launcher_said.removeprefix("[main] ") or "no result"
+        if any("gloo::EnforceNotMet" in text for texts in outcome.printed.values()
+               for text in texts):  # gloo checks that paired calls have one size
+            said += ("; gloo aborted it (gloo::EnforceNotMet), most often because the "
+                     "ranks were in different calls, paired with others of another size: "
+                     "every rank must make the same collective calls, in the same order")
         return [Finding(False, f"rank {missing[0]} ended without a result: {said}")]
     return []
 
