@@ -142,6 +142,7 @@ WRONG = {
         "wrong_small_kept_whole": "a small parameter's too",
     },
     "hogwild": {
+        "wrong_loss_float32": "computed its loss in float32 on a float64 model",
         "wrong_cast_float": "replaced the model's weight with a new tensor",
         "wrong_file_lock": "took a lock (fcntl.flock): Hogwild takes none",
         "wrong_weight_decay": "made an SGD with weight_decay=0.0001",

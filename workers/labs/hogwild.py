@@ -26,7 +26,8 @@ The contract (labs/hogwild.py), clause by clause, and what checks each:
 - No momentum, the lr given: the weights one plain SGD gives, and the settings of every
   torch.optim.SGD made (no momentum, no weight decay); the steps and the lr drawn.
 - The model's own dtype: float32 at 2 processes, float64 at 4 (model.float() would train
-  a private copy).
+  a private copy), the loss's too: the dtype of every tensor backward() or
+  torch.autograd.grad() is called on.
 - The model may arrive with a gradient of the parent's, shared (as fork gives it): each
   process hands it the weight's .grad, a shared tensor of 3.0s, and any write into it
   by the process (an in-place zero_grad, a backward before zero_grad) fails.
@@ -161,6 +162,19 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         left_out.append([name for key, name in names.items() if key not in held])
 
     torch.optim.SGD.__init__ = recorded_init
+    losses = set()  # the dtypes of the losses differentiated: the model's own, or not
+    backward, grad = torch.Tensor.backward, torch.autograd.grad
+
+    def recorded_backward(loss, *args, **kwargs):
+        losses.add(str(loss.dtype).removeprefix("torch."))
+        return backward(loss, *args, **kwargs)
+
+    def recorded_grad(outputs, *args, **kwargs):
+        for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs]):
+            losses.add(str(output.dtype).removeprefix("torch."))
+        return grad(outputs, *args, **kwargs)
+
+    torch.Tensor.backward, torch.autograd.grad = recorded_backward, recorded_grad
     locks = []
     sys.setprofile(lock_watcher(solution.__code__.co_filename, locks))
     try:
@@ -169,6 +183,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     finally:
         sys.setprofile(None)
         torch.optim.SGD.__init__ = sgd_init
+        torch.Tensor.backward, torch.autograd.grad = backward, grad
     hook.remove()
     replaced = [name for name, before, at in (("weight", weight, address),
                                               ("bias", bias, bias_address))
@@ -176,6 +191,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
                 or not getattr(model, name).is_shared()]
     return {"replaced": replaced,
             "left_out": next((names for names in left_out if names), []),
+            "losses": sorted(losses),
             "bias_updates": bias._version - bias_version,
             "grad_written": arrived._version != written, "optimizers": optimizers,
             "locks": locks,
@@ -273,6 +289,13 @@ def judge(world_size: int, outcome, given: dict) -> list:
             return [Finding(False, f"process {rank} updated the shared weight {times} "
                                    f"for its {given['steps']} batches: one SGD step per "
                                    f"batch")]
+        dtype = str(given["model"].weight.dtype).removeprefix("torch.")
+        other = [name for name in result["losses"] if name != dtype]
+        if other:
+            return [Finding(False, f"process {rank} computed its loss in {other[0]} on a "
+                                   f"{dtype} model (a cast such as model(inputs).float()): "
+                                   f"F.mse_loss(model(inputs), targets), in the model's "
+                                   f"own dtype")]
         if result["left_out"]:
             return [Finding(False, f"process {rank} made an SGD without the model's "
                                    f"{list_of(result['left_out'])}, which is never "
