@@ -289,32 +289,9 @@ def judge(world_size: int, outcome, given: dict) -> list:
             return [Finding(False, f"process {rank} updated the shared weight {times} "
                                    f"for its {given['steps']} batches: one SGD step per "
                                    f"batch")]
-        dtype = str(given["model"].weight.dtype).removeprefix("torch.")
-        other = [name for name in result["losses"] if name != dtype]
-        if other:
-            return [Finding(False, f"process {rank} computed its loss in {other[0]} on a "
-                                   f"{dtype} model (a cast such as model(inputs).float()): "
-                                   f"F.mse_loss(model(inputs), targets), in the model's "
-                                   f"own dtype")]
-        if result["left_out"]:
-            return [Finding(False, f"process {rank} made an SGD without the model's "
-                                   f"{list_of(result['left_out'])}, which is never "
-                                   f"stepped: torch.optim.SGD(model.parameters(), lr=lr) "
-                                   f"steps every parameter")]
-        if result["updates"] and result["bias_updates"] != result["updates"]:
-            return [Finding(False, f"process {rank} updated the weight "
-                                   f"{result['updates']} times and the bias "
-                                   f"{result['bias_updates']}: every step updates every "
-                                   f"parameter of the model (model.parameters())")]
-        odd = next((settings for settings in result["optimizers"]
-                    if settings != plain_sgd(given["lr"])), None)
-        if odd:
-            said = ", ".join(f"{key}={value!r}" for key, value in odd.items()
-                             if value != plain_sgd(given["lr"])[key])
-            return [Finding(False, f"process {rank} made an SGD with {said}: this lab "
-                                   f"asks for plain SGD, "
-                                   f"torch.optim.SGD(model.parameters(), lr=lr), no "
-                                   f"momentum, no weight decay")]
+        mistake = step_mistake(rank, result, given)
+        if mistake:
+            return [Finding(False, mistake)]
         if result["grad_written"]:
             return [Finding(False, f"process {rank} wrote into the .grad the model "
                                    f"arrived with, which the parent and every other "
@@ -341,3 +318,31 @@ def judge(world_size: int, outcome, given: dict) -> list:
                           f"parent"),
             Finding(True, "no process replaced a shared parameter with a private tensor, "
                           "and every step updated the bias too")]
+
+
+def step_mistake(rank: int, result: dict, given: dict) -> str:
+    """What is wrong with how a process stepped: the loss's dtype, the parameters its
+    SGD holds or its steps update, the SGD's settings; '' when nothing is."""
+    dtype = str(given["model"].weight.dtype).removeprefix("torch.")
+    other = [name for name in result["losses"] if name != dtype]
+    if other:
+        return (f"process {rank} computed its loss in {other[0]} on a {dtype} model (a "
+                f"cast such as model(inputs).float()): F.mse_loss(model(inputs), targets), "
+                f"in the model's own dtype")
+    if result["left_out"]:
+        return (f"process {rank} made an SGD without the model's "
+                f"{list_of(result['left_out'])}, which is never stepped: "
+                f"torch.optim.SGD(model.parameters(), lr=lr) steps every parameter")
+    if result["updates"] and result["bias_updates"] != result["updates"]:
+        return (f"process {rank} updated the weight {result['updates']} times and the "
+                f"bias {result['bias_updates']}: every step updates every parameter of "
+                f"the model (model.parameters())")
+    odd = next((settings for settings in result["optimizers"]
+                if settings != plain_sgd(given["lr"])), None)
+    if odd:
+        said = ", ".join(f"{key}={value!r}" for key, value in odd.items()
+                         if value != plain_sgd(given["lr"])[key])
+        return (f"process {rank} made an SGD with {said}: this lab asks for plain SGD, "
+                f"torch.optim.SGD(model.parameters(), lr=lr), no momentum, no weight "
+                f"decay")
+    return ""
