@@ -164,6 +164,8 @@ WRONG = {
         "wrong_manual_weight_only": "the bias 0: every step updates every parameter",
     },
     "uneven": {
+        "wrong_agree_once": "agree once before each step, and once more to learn",
+        "wrong_polling": "a loop that polls keeps a core busy",
         "wrong_returns_tensor": "returned a Tensor equal to",
         "wrong_no_agreement": "agree before each step whether every rank still has a batch",
         "wrong_until_last": "ran past its last batch",

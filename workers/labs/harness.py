@@ -290,6 +290,7 @@ class Calls:
         self.counting = False
         self.problems: list[str] = []  # e.g. a tensor changed while its isend ran
         self.hook_waits: list[str] = []  # waits inside a communication hook
+        self.polls = 0  # is_completed() answers of False outside a hook: a wait by polling
         self.solution = os.path.realpath(solution) if solution else ""
         self._log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._local = threading.local()
@@ -662,6 +663,8 @@ class Calls:
             done = is_completed(work)
             if calls._in_hook():  # a hook that asks is waiting for the answer
                 calls.hook_waits.append("work.is_completed(), asked until it is done")
+            elif not done:
+                calls.polls += 1
             if done:
                 calls.landed(work, "is_completed()")
             return done

@@ -22,7 +22,8 @@ The contract (labs/uneven.py), clause by clause, and what checks each:
   world size): each rank's all_reduce calls, counted; the step counts at 2 and 3 ranks
   judge the reduction; agreeing through another channel fails.
 - No Join, no other collective: Join's constructor is watched, other calls fail.
-- async_op=True is waited for before the flag is read: every Work followed.
+- async_op=True is waited for before the flag is read: every Work followed; and with
+  wait(), not a loop of is_completed() (its answers of False are counted).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     finally:
         torch.Tensor.backward, Join.__init__ = backward, join_init
     result = {"returned": returned, "steps": len(used), "used": used,
-              "joined": bool(joined),
+              "joined": bool(joined), "polls": calls.polls,
               "weights": [p.detach().clone() for p in ddp.parameters()]}
     if rank == 0:  # one process, every rank's batches of the shortest rank's steps
         single = model(seed)
@@ -146,6 +147,13 @@ def judge(world_size: int, outcome, given: dict) -> list:
     waits = [finding for finding in wait_findings(outcome) if not finding.held]
     if waits:
         return waits
+    polled = {rank: result["polls"] for rank, result in outcome.results.items()
+              if result["polls"] > 1}
+    if polled:
+        rank, polls = min(polled.items())
+        return [Finding(False, f"rank {rank} asked work.is_completed() {polls} times while "
+                               f"its all_reduce ran: a loop that polls keeps a core busy "
+                               f"waiting; wait() blocks until the Work is done")]
     steps = {rank: result["steps"] for rank, result in outcome.results.items()}
     if len(set(steps.values())) > 1:
         return [Finding(False, f"the ranks took {steps} steps: they must agree")]

@@ -1,6 +1,7 @@
-"""Right, written another way: the counts are known before the first step, so one blocking
-all-reduce (ReduceOp.MIN of the counts, from the module that defines it) agrees on the
-number of steps once."""
+"""Wrong: one blocking all-reduce (ReduceOp.MIN of the counts) agrees on the number of
+steps before the first; the contract asks for a flag agreed before each step, which also
+stops ranks that learn only on the way that they are out. (At 3 ranks, where one rank
+has no batch, its one call is the one call the contract counts for no step.)"""
 
 import torch
 from torch import nn
