@@ -66,3 +66,20 @@ def test_the_cuda_demo_without_a_gpu_says_so(capsys):
 )
 def test_bad_input_gets_one_line(args, fragment, capsys):
     assert_one_line_error(cli_in_process("workers.hogwild", *args, capsys=capsys), fragment)
+
+
+def test_the_grid_verdict_never_says_one_times_and_heeds_its_control():
+    from workers.verdicts.hogwild import oversubscription
+
+    grid = dict(processes=4, cores=16, default_threads=16, rule=4,
+                default_named="PyTorch's default of 16 threads", busy_default=3.9,
+                busy_rule=3.9, switches_default=200.0, switches_rule=40.0)
+    small = oversubscription(**grid, rule_rates=[1040.0, 1045.0, 1050.0],
+                             default_rates=[1000.0, 1002.0, 1004.0])
+    assert "4.3% more throughput than the default" in str(small)
+    assert "1.0 times" not in str(small)
+    # one process slower with the default's threads than with one: the cores were busy
+    busy = oversubscription(**grid, rule_rates=[3800.0, 3900.0], default_rates=[300.0, 320.0],
+                            alone_default=[130.0, 650.0], alone_one=[1400.0, 2500.0])
+    assert busy.outcome == "busy" and "is not theirs alone" in str(busy)
+    assert str(busy).startswith("no verdict from this run")

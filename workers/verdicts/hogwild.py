@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from workers.verdicts import NOISE, Verdict, meet_as_shown, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, close, meet_as_shown, order, ratio, verdict
 
 
 @verdict(
@@ -194,6 +194,10 @@ _GRID = dict(processes=4, cores=2, default_threads=2, rule=1,
                rule_rates=[5100.0, 5200.0, 5300.0], default_rates=[2000.0, 2100.0, 2200.0],
                busy_default=3.9, busy_rule=14.8, switches_default=36.0,
                switches_rule=40.0),
+    busy=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
+              default_rates=[300.0, 320.0, 350.0], busy_default=1.0, busy_rule=1.0,
+              switches_default=252.0, switches_rule=40.0,
+              alone_default=[130.0, 133.0, 657.0], alone_one=[1412.0, 2289.0, 2519.0]),
     faster_kept_many=dict(**_GRID, rule_rates=[3800.0, 3900.0, 4000.0],
                           default_rates=[300.0, 320.0, 350.0], busy_default=1.95,
                           busy_rule=1.90, switches_default=252.0, switches_rule=40.0),
@@ -226,12 +230,17 @@ _GRID = dict(processes=4, cores=2, default_threads=2, rule=1,
 def oversubscription(processes: int, cores: int, default_threads: int, rule: int,
                      default_named: str, rule_rates: Sequence[float],
                      default_rates: Sequence[float], busy_default: float, busy_rule: float,
-                     switches_default: float, switches_rule: float) -> Verdict:
+                     switches_default: float, switches_rule: float,
+                     alone_default: Sequence[float] = (),
+                     alone_one: Sequence[float] = ()) -> Verdict:
     """``processes`` processes with the default threads (``default_named``: the phrase
     ``thread_default`` gives) against the rule's max(1, cores // processes): images per
     second in every repeat of each, the medians of CPU time over wall time (cores kept
     busy) and of context switches per second (the rule's runs may have none at all: a
-    one-thread process with a core to itself). A clause after "against the rule:", no
+    one-thread process with a core to itself). ``alone_default`` and ``alone_one``: one
+    process's images per second with the default and with 1 thread, the control: where one
+    process is slower with the default's threads, something else held the cores, and no
+    gap between M processes' runs is theirs alone. A clause after "against the rule:", no
     final stop."""
     if default_threads == rule:
         return Verdict("same", f"no difference: {default_named} is already the rule's "
@@ -243,6 +252,16 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
                                 f"gave "
                                 f"{_rates(rule_rates)} images/s against the default's "
                                 f"{_rates(default_rates)}")
+    if default_threads > 1 and alone_default and alone_one and \
+            order(alone_one, alone_default) == "higher":
+        return Verdict("busy", f"no verdict from this run: even one process, which nothing "
+                               f"oversubscribes, was slower with {default_named} than "
+                               f"with 1 thread ({_rates(alone_default)} against "
+                               f"{_rates(alone_one)} images/s), so other work held this "
+                               f"machine's cores while it ran, and the gap between "
+                               f"{processes} processes' runs ({_rates(default_rates)} "
+                               f"with the default, {_rates(rule_rates)} with the rule) is "
+                               f"not theirs alone")
     where = order(rule_rates, default_rates)
     if where == "inside":
         return Verdict("inside", "the rule's throughput overlaps the default's in the "
@@ -252,7 +271,9 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
         return Verdict("slower", "the rule gave less throughput than the default, "
                                  "beyond the spread of the repeats: this run shows no cost "
                                  "of oversubscription")
-    gain = ratio(statistics.median(rule_rates), statistics.median(default_rates))
+    high, low = statistics.median(rule_rates), statistics.median(default_rates)
+    gain = (f"{100 * (high / low - 1):.2g}% more throughput than" if close(high, low)
+            else f"{ratio(high, low)} the throughput of")  # never "1.0 times"
     if busy_default >= 0.8 * busy_rule:
         cpu, cpu_outcome = (f"did not lack CPU time: they kept {busy_default:.2f} cores "
                             f"busy against {busy_rule:.2f} with the rule. Their threads "
@@ -278,7 +299,7 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
                                     "keeps its core until the scheduler's time slice "
                                     "ends"), "few"
     return Verdict(f"faster_{cpu_outcome}_{switch_outcome}",
-                   f"the rule gave {gain} the throughput of the default, beyond the "
+                   f"the rule gave {gain} the default, beyond the "
                    "spread of the repeats. The figure's CPU/wall tab, CPU time over wall "
                    "time (the dashed line is every core busy), shows that the "
                    f"oversubscribed runs {cpu} waiting for each other instead of computing "
