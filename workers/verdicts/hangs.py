@@ -197,7 +197,10 @@ def plain_program_seen(stacks: str, spied: str | None, reduce_line: int, sleep_l
                                f"line, and py-spy needed none at all. With only the "
                                f"stacks, the diagnosis reasons that the rank in no "
                                f"collective is the one the others wait for: "
-                               f"\"{diagnosis}\". Then it stopped the job ({stopped}).")
+                               f"\"{diagnosis}\". Then it stopped every process under "
+                               f"the program's pid, its ranks, the program itself and "
+                               f"the resource tracker that spawn starts beside them "
+                               f"({stopped}).")
     tail = (f"{handler}: it runs inside the rank, and needs nothing beyond the one "
             f"`register` line. Without py-spy the diagnosis reads flight recorders alone, "
             f"and the plain program serves none: it had nothing to read, and the worker "

@@ -91,6 +91,7 @@ def queue_reuse(queue: str, new: Sequence[float], reused: Sequence[float]) -> Ve
     pays=dict(outcomes=["more", "more"]),
     costs=dict(outcomes=["fewer", "fewer"]),
     mixed=dict(outcomes=["more", "inside"]),
+    no_difference=dict(outcomes=["inside", "inside"]),
 )
 def reuse_advice(outcomes: Sequence[str]) -> Verdict:
     """What the Summary advises about sending buffers back, from the ``queue_reuse``
@@ -106,6 +107,11 @@ def reuse_advice(outcomes: Sequence[str]) -> Verdict:
                                 "descriptor to pass, and that cost more than the copy it "
                                 "saves; reuse pays only where the copy is the larger cost, "
                                 "so measure before you choose")
+    if all(outcome == "inside" for outcome in outcomes):
+        return Verdict("no_difference", "here, sending buffers back made no difference "
+                                        "beyond the spread of the repeats through any "
+                                        "queue: measure on your own machine before you "
+                                        "choose")
     return Verdict("mixed", "here, sending buffers back did not win through every queue "
                             "(a returned buffer is a second send, with a second descriptor "
                             "to pass): measure before you choose")
