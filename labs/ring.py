@@ -11,8 +11,8 @@ def ring_all_reduce(tensor: torch.Tensor) -> None:
     """Sum ``tensor`` over every rank of the default process group, in place, in a ring.
 
     Arguments: ``tensor``, this rank's 1-D float32 tensor; its length is a positive
-    multiple of the world size (``tensor.chunk(world_size)`` gives equal chunks). Every rank calls this
-    function once, with a tensor of the same length.
+    multiple of the world size (``tensor.chunk(world_size)`` gives equal chunks). Every
+    rank calls this function once, with a tensor of the same length.
 
     Afterwards: every rank's ``tensor`` holds the element-wise sum of all the ranks'
     tensors, exactly what ``dist.all_reduce(tensor)`` would leave in it.
