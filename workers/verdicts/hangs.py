@@ -125,6 +125,7 @@ def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -
     read=dict(plain="read", ranks=[]),
     plain_refused=dict(plain="refused", ranks=[]),
     refused=dict(plain="refused", ranks=["refused"]),
+    refused_ranks=dict(plain="read", ranks=["refused"]),
     refused_some=dict(plain="read", ranks=["refused"], every=False),
     free_threaded=dict(plain="free-threaded", ranks=["free-threaded"]),
     failed=dict(plain="read", ranks=["failed"], every=False),
@@ -147,6 +148,12 @@ def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
                                        "ranks (another user's processes, or a container "
                                        "without SYS_PTRACE): the diagnoses below read "
                                        "their flight recorders alone.")
+    if "refused" in ranks and plain != "refused":
+        return Verdict("refused_ranks", "Here the kernel let py-spy read the plain "
+                                        "program's ranks and refused it every one of the "
+                                        "book's (a security module or a container that "
+                                        "treats them otherwise): the diagnoses below read "
+                                        "the flight recorders alone.")
     if "refused" in ranks:
         return Verdict("refused", "Here the kernel refused py-spy every rank, the book's "
                                   "too (another user's processes, Yama's ptrace_scope at 2 "

@@ -301,9 +301,9 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
     else:
         switched, switch_outcome = ("while the context switches per second (the last tab: "
                                     f"{switches_default:,.0f} against {switches_rule:,.0f} "
-                                    "with the rule) do not show it: a spinning thread "
-                                    "keeps its core until the scheduler's time slice "
-                                    "ends"), "few"
+                                    "with the rule, not 1.5 times as many) are too few to "
+                                    "account for the loss: a spinning thread keeps its "
+                                    "core until the scheduler's time slice ends"), "few"
     return Verdict(f"faster_{cpu_outcome}_{switch_outcome}",
                    f"the rule gave {gain} the default, beyond the "
                    "spread of the repeats. The figure's CPU/wall tab, CPU time over wall "
