@@ -162,3 +162,16 @@ def test_a_thread_count_the_reader_set_is_kept(monkeypatch):
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("affinity, quota, said", [
+    (16, 15.5, "a run of more than 15 ranks keeps more processes busy"),
+    (2, 1.5, "a run of two or more ranks keeps more processes busy"),
+    (16, 0.5, "even one busy rank is held to part of a core"),
+])
+def test_a_quota_just_below_the_affinity_is_named(affinity, quota, said):
+    """A fractional quota below the cores allowed limits the ranks a run keeps busy."""
+    from workers.verdicts.intro import cores_for_ranks
+
+    text = str(cores_for_ranks(affinity, quota))
+    assert said in text and f"quota of {quota:g} CPUs" in text, text
