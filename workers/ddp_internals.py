@@ -443,7 +443,7 @@ def compression(rank: int, args, device, events: Events) -> None:
         (HOOKS[3], r) for r in args.powersgd_ranks] + [(HOOKS[4], 2)]
     for name, approximation_rank in runs:
         label = name if approximation_rank is None or name == HOOKS[4] else (
-            f"powerSGD_hook, rank {approximation_rank}, from step 2")
+            f"powerSGD_hook, approximation rank {approximation_rank}, from step 2")
         torch.manual_seed(0)
         ddp = wrap(MnistNet().to(device), device)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)

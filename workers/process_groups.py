@@ -174,11 +174,12 @@ def no_backend_given(rank: int, job: Job, events: Events) -> None:
     try:
         picked = dist.get_backend_config()  # device type -> backend, e.g. "cpu:gloo"
         try:
-            both = dist.get_backend_config(dist.new_group(backend="cpu:gloo,cuda:nccl"))
+            both = dist.get_backend_config(dist.new_group(backend="cpu:gloo,cuda:nccl",
+                                                          timeout=wait))
             both_ok = True
         except (RuntimeError, ValueError) as error:
             both, both_ok = f"{type(error).__name__}: {first_line(error)}", False
-        gloo_group = dist.new_group(backend="gloo")
+        gloo_group = dist.new_group(backend="gloo", timeout=wait)
         gloo = dist.get_backend_config(gloo_group)
         # new_group returns when this rank is connected, not every rank: a rank that tore
         # the groups down at once closed connections a slower rank was still making. The
@@ -260,7 +261,8 @@ def try_it(call) -> str | None:
         return first_line(error)
 
 
-def backends(rank: int, world_size: int, device, events: Events) -> None:
+def backends(rank: int, world_size: int, device, events: Events,
+             timeout: timedelta) -> None:
     """Try every operation and dtype on every backend and device this machine can run."""
     available = {name: bool(getattr(dist, f"is_{name}_available", lambda: False)())
                  for name in BACKEND_NAMES}
@@ -272,7 +274,7 @@ def backends(rank: int, world_size: int, device, events: Events) -> None:
     for backend in ["gloo", "nccl"]:
         if not available[backend] or (backend == "nccl" and gpus < world_size):
             continue
-        group = dist.new_group(backend=backend)
+        group = dist.new_group(backend=backend, timeout=timeout)
         for device_type in devices:
             here = torch.device(device_type, rank if device_type == "cuda" else None)
             for name, call in operations(rank, world_size, here, group).items():
@@ -324,10 +326,11 @@ def async_all_reduce(x: torch.Tensor) -> tuple[float, float]:
     return returned, time.perf_counter() - begin
 
 
-def threads(rank: int, device, events: Events, before: int, numel: int) -> None:
+def threads(rank: int, device, events: Events, before: int, numel: int,
+            timeout: timedelta) -> None:
     """Threads before and after the groups, and an all_reduce with async_op=True."""
     after_init = threads_here()
-    group = dist.new_group()  # all ranks, with threads and connections of its own
+    group = dist.new_group(timeout=timeout)  # all ranks; threads and connections of its own
     dist.all_reduce(torch.ones(1, device=device), group=group)
     after_group = threads_here()
     x = torch.ones(numel, device=device)
@@ -388,9 +391,9 @@ def rank_main(rank: int, job: Job, args, spares: list[Job]) -> None:
             # have joined.
             dist.barrier()
         elif args.demo == "backends":
-            backends(rank, job.world_size, device, events)
+            backends(rank, job.world_size, device, events, wait)
         else:
-            threads(rank, device, events, before, args.numel)
+            threads(rank, device, events, before, args.numel, wait)
 
 
 def command_line() -> Parser:

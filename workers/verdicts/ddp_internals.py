@@ -72,8 +72,10 @@ def hid_compared(small: Sequence[float], large: Sequence[float]) -> Verdict:
         return Verdict("small", "Small messages hid more than large ones in every trial.")
     if where == "higher":
         return Verdict("large", "Large messages hid more than small ones in every trial.")
-    return Verdict("inside", f"The two ranges overlap: small and large messages hid alike, "
-                             f"{NOISE}.")
+    return Verdict("inside", "The two ranges overlap: this run cannot tell which size of "
+                             f"message hid more ({len(small)} trials each; medians "
+                             f"{statistics.median(small):.0%} for small and "
+                             f"{statistics.median(large):.0%} for large), {NOISE}.")
 
 
 @verdict(
@@ -192,14 +194,16 @@ def cores_for_copying(cores: int, ranks: int, small: Sequence[float],
         ending = {"small": ": large messages, which copy more, hid less, as that predicts.",
                   "large": ", yet large messages hid more: the prediction that they hide "
                            "less did not hold here.",
-                  "inside": ", yet the two sizes hid alike: the prediction that large "
-                            "messages hide less did not hold here."}[hid]
+                  "inside": ": whether large messages, which copy more, hid less, as "
+                            "that predicts, this run cannot tell (their ranges "
+                            "overlap)."}[hid]
         return Verdict(f"full_{hid}", said + ending)
     said = (f"With a compute thread each, the {ranks} ranks left {cores - ranks} of this "
             f"build's {cores} cores to gloo's copying")
     ending = {"small": "; small messages, which mostly wait, still hid more.",
               "large": ", and large messages hid more.",
-              "inside": ", and the two sizes hid alike."}[hid]
+              "inside": ", and which size hid more, this run cannot tell (their "
+                        "ranges overlap)."}[hid]
     return Verdict(f"free_{hid}", said + ending)
 
 

@@ -80,6 +80,8 @@ def both_backends(ok: bool, result: str | None, gpus: int) -> Verdict:
     refused=dict(groups={}, release="2.14.1",
                  error="RuntimeError: No device associated with the default pg, not safe "
                        "to split any process groups"),
+    failed=dict(groups={}, release="2.15.0",
+                error="RuntimeError: the backend does not support splitting"),
 )
 def split_group_here(groups: dict[str, float], error: str | None, release: str) -> Verdict:
     """What ``split_group`` did in this build: each group it made (its ranks, as text) with
@@ -88,9 +90,12 @@ def split_group_here(groups: dict[str, float], error: str | None, release: str) 
         made = ", ".join(f"ranks {ranks} summed {total:g}"
                          for ranks, total in groups.items())
         return Verdict("made", f"Each rank got its own group from the one call: {made}.")
-    return Verdict("refused", f"Here PyTorch {release} refused it ({error}): before 2.15, "
-                              "split_group needs a default group bound to a GPU "
-                              "(device_id), and this one is gloo's, on the CPU.")
+    older = tuple(int(part) for part in release.split("+")[0].split(".")[:2]) < (2, 15)
+    if older and "No device associated" in error:
+        return Verdict("refused", f"Here PyTorch {release} refused it ({error}): before "
+                                  "2.15, split_group needs a default group bound to a GPU "
+                                  "(device_id), and this one is gloo's, on the CPU.")
+    return Verdict("failed", f"Here PyTorch {release} refused it: {error}.")
 
 
 def _refused(kind: str, names: list[str]) -> str:
