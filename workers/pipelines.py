@@ -99,7 +99,7 @@ def gpipe_step(stage: nn.Module, inputs, targets, micro_batches: int) -> None:
         out.backward(grad)  # the gradients of all micro-batches add up
         if not first:
             sending.append(dist.isend(x.grad, rank - 1))
-    for work in sending:  # every tensor sent has arrived before the step ends
+    for work in sending:  # every send complete (its tensor free to reuse) by the step's end
         work.wait()
 
 
