@@ -37,7 +37,7 @@ if __name__ == "__main__":
     for option, default in [("--nodes", 1), ("--node-rank", 0), ("--nproc-per-node", 2)]:
         parser.add_argument(option, type=int, default=default)
     args = parser.parse_args()
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")  # where rank 0 listens
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")  # where the others find rank 0
     os.environ.setdefault("MASTER_PORT", "29500")
     if "LOCAL_RANK" in os.environ:  # torchrun or a launch script started this one rank
         train(int(os.environ["LOCAL_RANK"]), args)

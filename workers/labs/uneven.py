@@ -126,8 +126,13 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     return result
 
 
+def counted(n: int, noun: str) -> str:
+    """``"1 step"``, ``"3 steps"``, ``"0 batches"``."""
+    return f"{n} {noun}{'' if n == 1 else 'es' if noun.endswith('ch') else 's'}"
+
+
 def per_rank(rank: int, result: dict, given: dict) -> str:
-    return f"{result['steps']} steps, returned {result['returned']!r}"
+    return f"{counted(result['steps'], 'step')}, returned {result['returned']!r}"
 
 
 def judge(world_size: int, outcome, given: dict) -> list:
@@ -172,9 +177,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
     agreed = agreement_finding(outcome, taken)
     if agreed:
         return [agreed]
-    findings = [Finding(True, f"every rank returned, after {taken} steps: as many as the "
-                              f"shortest rank's {shortest} batches, agreeing before each "
-                              f"step with one all_reduce")]
+    steps, batches = counted(taken, "step"), counted(shortest, "batch")
+    findings = [Finding(True, f"every rank returned, after {steps}: as many as the "
+                              f"shortest rank's {batches}, agreeing before each step with "
+                              "one all_reduce")]
     wrong = [rank for rank, result in outcome.results.items()
              if result["returned"] != taken]
     if wrong:
@@ -216,7 +222,8 @@ def agreement_finding(outcome, taken: int) -> Finding | None:
         # 2 and 3 ranks (a rank with none at 3) have already judged it
         if len(reduces) != taken + 1:
             return Finding(False, f"rank {rank} called all_reduce {len(reduces)} times "
-                                  f"for {taken} steps: agree once before each step, and "
+                                  f"for {counted(taken, 'step')}: agree once before each "
+                                  "step, and "
                                   f"once more to learn that it is time to stop "
                                   f"({taken + 1} in all)")
     return None
@@ -252,7 +259,8 @@ def explain(world_size: int, outcome, given: dict) -> list:
         rank = stuck[0]
         step, count = last[rank]
         done = outcome.results[gone[0]]["steps"]
-        return [f"rank {gone[0]} returned after {done} steps while rank {rank} went on to "
+        return [f"rank {gone[0]} returned after {counted(done, 'step')} while rank {rank} "
+                "went on to "
                 f"step {step} of its {count}, where DDP's backward waits for every rank: "
                 f"agree before each step whether every rank still has a batch"]
     return []
