@@ -828,10 +828,12 @@ def recovery(events: list[dict], job: str) -> dict:
 
 
 def steps_after_kill(job: dict, seconds: float) -> int:
-    """Steps the job had gained, beyond those behind it when the kill came, ``seconds``
-    after the kill (negative while a restarted job is still catching up)."""
-    return (progress_at(job["steps"], job["killed_at"] + seconds)
-            - progress_at(job["steps"], job["killed_at"]))
+    """Steps the job had gained ``seconds`` after the kill, beyond those it would have had
+    by then without any step begun after the kill (so a step already under way when the
+    kill came gains nothing); negative while a restarted job is still catching up."""
+    moment = job["killed_at"] + seconds
+    begun_before = [e for e in job["steps"] if e["t"] < job["killed_at"]]
+    return progress_at(job["steps"], moment) - progress_at(begun_before, moment)
 
 
 def step_seconds(events: list[dict], job: str, skip: int = 5) -> list[float]:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, counted, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, as_long, counted, order, ratio, verdict
 
 
 @verdict(
     costlier=dict(ddp=[0.0021, 0.0022, 0.0020], torchft=[0.0074, 0.0080, 0.0077]),
+    costlier_close=dict(ddp=[0.00440, 0.00441, 0.00442],
+                        torchft=[0.00454, 0.00455, 0.00456]),
     cheaper=dict(ddp=[0.0090, 0.0093, 0.0095], torchft=[0.0061, 0.0064, 0.0060]),
     inside=dict(ddp=[0.0050, 0.0062, 0.0071], torchft=[0.0055, 0.0060, 0.0068]),
 )
@@ -23,9 +25,11 @@ def healthy_step(ddp: Sequence[float], torchft: Sequence[float]) -> Verdict:
     medians = f"(medians {1000 * t:.2f} ms and {1000 * d:.2f} ms)"
     where = order(torchft, ddp)
     if where == "higher":
-        return Verdict("costlier", f"a healthy step took {ratio(t, d)} as long under "
-                                   f"torchft as under plain DDP {medians}, beyond the "
-                                   "spread of the run's repeats")
+        longer = as_long(t, d)  # "3.1 times as long", or "3.3% longer" when close
+        than = "than" if longer.endswith("longer") else "as"
+        return Verdict("costlier_close" if than == "than" else "costlier",
+                       f"a healthy step took {longer} under torchft {than} under plain "
+                       f"DDP {medians}, beyond the spread of the run's repeats")
     if where == "lower":
         return Verdict("cheaper", f"a healthy step took less time under torchft than under "
                                   f"plain DDP here {medians}, beyond the spread of the "
