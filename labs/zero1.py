@@ -33,9 +33,10 @@ def zero1_optimizer(model: nn.Module, lr: float) -> Callable[[], None]:
     it in the part's ``.grad``, step Adam, then all-gather the updated parts into the
     model's parameters.
 
-    May call: dist.get_rank(), dist.get_world_size(), dist.reduce_scatter_tensor,
-    dist.all_gather_into_tensor (or dist.all_reduce, dist.broadcast), torch.optim.Adam,
-    and torch tensor operations. Every rank must make the same collective calls. Not
+    May call: dist.get_rank(), dist.get_world_size(), dist.reduce_scatter_single and
+    dist.all_gather_single (before PyTorch 2.13: dist.reduce_scatter_tensor and
+    dist.all_gather_into_tensor, their names still), or dist.all_reduce and dist.broadcast,
+    torch.optim.Adam, and torch tensor operations. Every rank must make the same collective calls. Not
     torch.distributed.optim.ZeroRedundancyOptimizer: this is the lab that builds it.
     """
     raise NotImplementedError("write zero1_optimizer, then run: "
