@@ -89,9 +89,11 @@ WRONG = {
         "wrong_own_pair_first": "the ranks made different new_group calls",
         "wrong_local_sync_neighbours": "with use_local_synchronization every member of a "
                                        "group must make it",
+        "wrong_reshape_copy": "(a transposed view, not contiguous) is unchanged",
     },
     "average_gradients": {
         "wrong_reshape_copy": "a channels_last gradient is not contiguous",
+        "wrong_poll_completed": "done through is_completed() and never called wait()",
         "wrong_missing_divide": "not the mean: divide by the world size",
         "wrong_averaging_twice": "averaged twice",
         "wrong_weights_only": "average every parameter, biases too",

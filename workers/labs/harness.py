@@ -296,6 +296,7 @@ class Calls:
         self._local = threading.local()
         self._serial = 0
         self._flying: dict[int, InFlight] = {}  # id(work): the Works not yet waited for
+        self._polled: dict[int, dict] = {}  # id(work): record, done by is_completed()
         # Works handed on with get_future() (a hook's to DDP): their buffers stay in use
         # until the reader waits for that future, or until the reader's block ends (DDP
         # waits for every bucket's future at the end of backward), whether or not the
@@ -620,6 +621,9 @@ class Calls:
             return
         del self._flying[id(work)]
         flight.record["waited"] = True
+        flight.record["how"] = how
+        if how == "is_completed()":  # a later wait() or get_future() still counts as one
+            self._polled[id(work)] = flight.record
         self.note(f"waited {flight.serial}")
         changed = any(not torch.equal(tensor, copy) for tensor, copy in flight.sent) or \
             any(tensor._version > version for tensor, version in flight.versions)
@@ -640,6 +644,9 @@ class Calls:
             if calls._in_hook() and not getattr(calls._local, "inside", 0):
                 calls.hook_waits.append("work.wait()")
             if flight is None:
+                polled = calls._polled.pop(id(work), None)
+                if polled is not None:
+                    polled["how"] = "wait()"
                 return wait(work, *args, **kwargs)
             calls.landed(work, "wait()")
             with calls.logged(f"wait() on its {flight.record['what']}"):
@@ -653,6 +660,9 @@ class Calls:
 
         def work_get_future(work):
             flight = calls._flying.get(id(work))
+            polled = calls._polled.pop(id(work), None)
+            if polled is not None:
+                polled["how"] = "get_future()"
             calls.landed(work, "get_future()")
             future = get_future(work)
             if flight is not None and flight.work() is work and calls.counting:
@@ -717,6 +727,11 @@ class Calls:
 
     def unwaited(self) -> list[str]:
         return [record["what"] for record in self.records if record.get("waited") is False]
+
+    def polled_only(self) -> list[str]:
+        """The Works the reader saw done through is_completed() and never wait()ed for."""
+        return [record["what"] for record in self.records
+                if record.get("how") == "is_completed()"]
 
 
 def replace_everywhere(originals: dict, replacements: dict) -> None:
@@ -831,6 +846,7 @@ def rank_entry(rank: int, plan: Plan) -> None:
         result = lab.on_rank(rank, plan.world_size, solution, calls, plan.given)
         result["calls"] = calls.records
         result["unwaited"] = calls.unwaited()
+        result["polls"], result["polled_only"] = calls.polls, calls.polled_only()
         result["problems"] = calls.problems
         result["hook_waits"] = calls.hook_waits
         torch.save(result, folder / f"rank{rank}.partial")
@@ -1172,6 +1188,17 @@ def wait_findings(outcome: Outcome) -> list[Finding]:
     for rank, result in sorted(outcome.results.items()):
         if result.get("problems"):
             return [Finding(False, f"rank {rank} {result['problems'][0]}")]
+    polled = {rank: (result.get("polls", 0), result.get("polled_only", []))
+              for rank, result in outcome.results.items()
+              if result.get("polls", 0) > 1 or result.get("polled_only")}
+    if polled:
+        rank, (polls, works) = min(polled.items())
+        asked = (f"saw {len(works)} Work(s) done through is_completed() and never called "
+                 f"wait() on them, the first from {works[0]}" if works else
+                 f"asked work.is_completed() {polls} times while its Works ran")
+        return [Finding(False, f"rank {rank} {asked}: a loop that polls keeps a core busy "
+                               f"waiting; wait() blocks until the Work is done, and raises "
+                               f"the error of one that failed")]
     forgotten = {rank: result["unwaited"] for rank, result in outcome.results.items()
                  if result["unwaited"]}
     if not forgotten:

@@ -23,7 +23,9 @@ The contract (labs/pair_groups.py), clause by clause, and what checks each:
   calls, compared (dist.new_subgroups(group_size=2) makes them for the reader, and passes).
 - An even world size: 2, 4 and 6 ranks.
 - Any tensor: float32 at 2 and 6 ranks, float64 at 4, whose values need all of float64's
-  digits (a float32 copy on the way loses them).
+  digits (a float32 copy on the way loses them); at 6 ranks a transposed view, dense but
+  not contiguous (reshape copies it, and a sum written into the copy is lost; gloo sums a
+  dense tensor as it lies in memory, the same on every rank).
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ ALLOWED = ("new_group", "all_reduce")
 def setup(world_size: int, rng) -> dict:
     if world_size % 2:
         raise BadInput(f"pair_groups needs an even world size, got {world_size}")
-    return {"factors": [rng.randint(1, 9) for _ in range(rng.randint(1, 4))],
-            "dtype": "float64" if world_size == 4 else "float32"}
+    strided = world_size == 6  # transposed, with two rows or more: not contiguous
+    count = max(rng.randint(1, 4), 2 if strided else 1)
+    return {"factors": [rng.randint(1, 9) for _ in range(count)],
+            "dtype": "float64" if world_size == 4 else "float32", "strided": strided}
 
 
 def start(given: dict):
@@ -63,14 +67,19 @@ def start(given: dict):
 
 
 def describe(world_size: int, given: dict) -> str:
-    return f", {world_size // 2} pair{'s' * (world_size > 2)}, {given['dtype']}"
+    view = ", a transposed view" if given.get("strided") else ""
+    return f", {world_size // 2} pair{'s' * (world_size > 2)}, {given['dtype']}{view}"
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
+    import torch
+
     tensor = start(given) * 2.0 ** rank
+    if given.get("strided"):
+        tensor = torch.stack([tensor, tensor]).t()  # n rows of 2, columns n apart
     with calls.reader():
         solution(tensor)
-    return {"result": tensor}
+    return {"result": tensor.t().flatten() if given.get("strided") else tensor}
 
 
 def summed(value: float) -> list[int]:
@@ -102,7 +111,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
     made = {rank: group_calls(outcome.calls(rank)) for rank in outcome.results}
     if len({repr(groups) for groups in made.values()}) > 1:
         return [Finding(False, different_groups(made))]
-    factors = start(given)
+    factors = start(given).repeat(2 if given.get("strided") else 1)  # both columns
     for rank, result in sorted(outcome.results.items()):
         pair = [rank - rank % 2, rank - rank % 2 + 1]
         got = result["result"] / factors
@@ -119,6 +128,13 @@ def judge(world_size: int, outcome, given: dict) -> list:
             return [Finding(False, f"rank {rank} holds {result['result'].tolist()}, not a "
                                    f"sum of the ranks' values")]
         ranks = summed(value)
+        if ranks == [rank]:
+            view = " (a transposed view, not contiguous)" if given.get("strided") else ""
+            return [Finding(False, f"rank {rank}'s tensor{view} is unchanged: the pair's "
+                                   f"sum never reached it (written into a copy, as reshape "
+                                   f"or contiguous() make of a tensor that is not "
+                                   f"contiguous, or into a new tensor, or not yet waited "
+                                   f"for); it must end in the tensor given, in place")]
         if ranks == list(range(world_size)):
             return [Finding(False, f"rank {rank} holds the sum of all {world_size} ranks, "
                                    f"not of its pair: pass group= to all_reduce")]
