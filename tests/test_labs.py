@@ -74,6 +74,7 @@ WRONG = {
         "wrong_irecv_not_waited": "never waited for the Work of its irecv(",
         "wrong_half_chunks": "the right bytes in more messages than a ring sends",
         "wrong_rebinds_data": "assigning to the name or to tensor.data gives it new",
+        "wrong_reads_before_wait": "it read a buffer that an irecv was still receiving",
     },
     "pair_groups": {
         "wrong_float32_copy": "to float32's precision only",

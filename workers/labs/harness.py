@@ -277,6 +277,17 @@ class InFlight:
     versions: list  # (tensor, its version): an in-place collective's, likewise
     buffers: list  # (start, end) addresses of its tensors
     tensors: tuple = ()  # held while in flight or handed on: none other takes their memory
+    lands: tuple = ()  # an irecv's (private buffer, the reader's): copied at its wait()
+
+
+def same(tensor, copy) -> bool:
+    """Equal, element for element, NaN included (a NaN sent is not a change)."""
+    import torch
+
+    if tensor.is_floating_point() or tensor.is_complex():
+        return tensor.shape == copy.shape and bool(torch.all(
+            (tensor == copy) | (torch.isnan(tensor) & torch.isnan(copy))))
+    return torch.equal(tensor, copy)
 
 
 class Calls:
@@ -417,9 +428,14 @@ class Calls:
                     local.batch = False
             record = calls.describe(name, bound, functional)
             record["by"] = by
+            lands = calls.deferred(name, bound, by)
             with calls._inside(), calls.logged(record["what"]):
-                result = original(*args, **kwargs)
+                result = original(**{**bound, "tensor": lands[0]}) if lands else \
+                    original(*args, **kwargs)
             calls.keep(record, result, bound)
+            if lands and id(result) in calls._flying:
+                calls._flying[id(result)].lands = lands
+                lands[1].fill_(float("nan"))  # what a read before wait() finds
             return result
 
         counted.__name__ = counted.__qualname__ = getattr(original, "__name__", name)
@@ -444,6 +460,20 @@ class Calls:
         counted.__name__ = counted.__qualname__ = method
         counted.__doc__ = getattr(original, "__doc__", None)
         return counted
+
+    def deferred(self, name: str, bound: dict, by: str) -> tuple:
+        """For the reader's own irecv of a floating-point tensor: a private buffer to
+        receive into, and the reader's tensor, which holds NaN until wait() copies the data
+        in. The data may land at any moment before wait() returns; this makes "at the last
+        moment" the one every run sees, so a read before wait() never passes by luck."""
+        import torch
+
+        tensor = bound.get("tensor")
+        if name != "irecv" or by != "you" or not self.counting or \
+                getattr(self._local, "batch", False) or \
+                not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+            return ()
+        return torch.empty_like(tensor), tensor
 
     # --- describing a call --------------------------------------------------------------
 
@@ -614,8 +644,6 @@ class Calls:
 
     def landed(self, work, how: str) -> None:
         """The reader waited for ``work`` (or handed it on): check what it used."""
-        import torch
-
         flight = self._flying.get(id(work))
         if flight is None or flight.work() is not work:
             return
@@ -625,7 +653,7 @@ class Calls:
         if how == "is_completed()":  # a later wait() or get_future() still counts as one
             self._polled[id(work)] = flight.record
         self.note(f"waited {flight.serial}")
-        changed = any(not torch.equal(tensor, copy) for tensor, copy in flight.sent) or \
+        changed = any(not same(tensor, copy) for tensor, copy in flight.sent) or \
             any(tensor._version > version for tensor, version in flight.versions)
         if changed:
             self.problems.append(
@@ -651,6 +679,8 @@ class Calls:
             calls.landed(work, "wait()")
             with calls.logged(f"wait() on its {flight.record['what']}"):
                 done = wait(work, *args, **kwargs)
+            if flight.lands:
+                flight.lands[1].copy_(flight.lands[0])
             if flight.record["name"] == "irecv" and flight.record["peer"] is None:
                 try:  # a receive from any rank: its Work knows the sender once done
                     flight.record["peer"] = work._source_rank()
@@ -676,7 +706,10 @@ class Calls:
             elif not done:
                 calls.polls += 1
             if done:
+                flight = calls._flying.get(id(work))
                 calls.landed(work, "is_completed()")
+                if flight is not None and flight.lands:
+                    flight.lands[1].copy_(flight.lands[0])
             return done
 
         work_class.wait = work_wait

@@ -23,7 +23,8 @@ The contract (labs/ring.py), clause by clause, and what checks each:
 - To one neighbour, from the other, either way round: the peers of the sends, and the real
   sender of each receive (a receive that names no source counts the rank it came from).
 - Nothing in flight is touched before wait(): each send's tensor compared at its wait,
-  every buffer's addresses against the Works still in flight, every Work followed.
+  every buffer's addresses against the Works still in flight, every Work followed; an
+  irecv's buffer holds NaN until its wait() lands the data, so a read before shows.
 - isend, irecv, send, recv or batch_isend_irecv only: every collective, by any name, fails.
 - World sizes 2, 3 and 5.
 """
@@ -101,6 +102,12 @@ def result_finding(world_size: int, outcome, given: dict) -> Finding:
                                                   expected.chunk(world_size)))
                  if not torch.equal(a, b)]
         chunks = f"chunk{'s' * (len(wrong) > 1)} {list_of(wrong)} of {world_size}"
+        if torch.isnan(got).any():
+            return Finding(False, f"rank {rank} holds NaN in {chunks}: it read a buffer "
+                                  f"that an irecv was still receiving into, before that "
+                                  f"Work's wait() returned (the data may land at any "
+                                  f"moment until then; the checker lands it at wait(), "
+                                  f"and leaves NaN before)")
         return Finding(False, f"rank {rank} holds a wrong sum in {chunks}: a chunk index "
                               f"is off; check which chunk each step sends, adds to, and "
                               f"copies")
