@@ -28,7 +28,8 @@ def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: li
     batch: one all-reduce of a flag (1 if this rank has a batch, else 0) with
     ReduceOp.MIN; stop when it is 0 (or the opposite flag, 1 when out, with MAX).
 
-    May call: dist.all_reduce (with async_op=True, wait() before you read the flag),
+    May call: dist.all_reduce (blocking, or with async_op=True and wait() before you read
+    the flag),
     dist.get_world_size(), torch tensor operations, and the model and the optimizer. Not
     torch.distributed.algorithms.join.Join, nor model.join() (they let every rank use all
     of its batches; this lab stops at the shortest).

@@ -91,6 +91,7 @@ WRONG = {
         "wrong_local_sync_neighbours": "with use_local_synchronization every member of a "
                                        "group must make it",
         "wrong_reshape_copy": "(a transposed view, not contiguous) is unchanged",
+        "wrong_device_mesh": "(it used all_reduce and init_device_mesh)",
     },
     "average_gradients": {
         "wrong_reshape_copy": "a channels_last gradient is not contiguous",
@@ -143,6 +144,7 @@ WRONG = {
         "wrong_gather_objects": "called all_gather_object: ZeRO-1 needs",
         "wrong_gather_never_waited": "forgotten wait(): rank 0 never waited for",
         "wrong_small_kept_whole": "a small parameter's too",
+        "wrong_small_params_whole": "a value's state lives on one rank, a small",
     },
     "hogwild": {
         "wrong_loss_float32": "computed its loss in float32 on a float64 model",
