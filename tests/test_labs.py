@@ -45,6 +45,7 @@ WRONG = {
         "wrong_one_short": "a rank must wait until every rank has entered",
         "wrong_waits_for_neighbour": "a rank must wait until every rank has entered",
         "wrong_wait_timeout_one_second": "its store.wait was given a timeout",
+        "wrong_wait_timeout": "and it went on when that ran out",
     },
     "two_collectives": {
         "wrong_all_reduce_when_tiny": "rank 0 called all_reduce: this lab builds",

@@ -16,7 +16,8 @@ The contract (labs/barrier.py), clause by clause, and what checks each:
 
 - No rank returns from call k before every rank entered call k: entry and exit times of
   three barriers in a row, one rank late before each, once by 1.5 to 2.5 s (a wait that
-  gives up after a timeout and returns fails, and its timeout is named).
+  gives up after a timeout and returns fails, and its timeout is named); in the last, the
+  late rank stays away until every store.wait given a timeout of up to 4 s has run out.
 - Every call works however many came before: barriers 2 and 3 (keys a store never
   forgets); and whatever the store's latency: in barrier 2 the second write of the rank
   that comes late returns 0.2 s late, so the ranks that write released come back for
@@ -43,7 +44,7 @@ PASSED = "is a barrier, three times in a row"
 WORLD_SIZES = (2, 3, 5)  # the page's exercise has 4 ranks in mind
 GROUP = False  # no process group: the store is all there is
 PRELOAD = ()
-TIMEOUT = 8.0
+TIMEOUT = 12.0  # 8 s, and room to outwait a store.wait given a timeout (stretched)
 BARRIERS = 3
 LATE = (0.05, 0.25)  # seconds a late rank arrives after the others, in two barriers
 LONG = (1.5, 2.5)  # and in one of them: longer than a store.wait given a timeout of 1 s
@@ -116,6 +117,9 @@ def counting_store(calls, pause=None):
             more = () if timeout is None else (timeout,)
             if timeout is not None:
                 self.timeouts[self.barrier].append(str(timeout))
+                # told to the late rank, which then comes later than it (stretched)
+                self.inner.set(f"{STRETCH}/{self.barrier}/{id(self)}",
+                               str(timeout.total_seconds()))
             return self.call(f"wait({keys!r})", self.inner.wait, keys, *more)
 
         def compare_set(self, key, expected, desired):
@@ -130,6 +134,24 @@ def counting_store(calls, pause=None):
             return self.call("num_keys()", self.inner.num_keys)
 
     return CountingStore
+
+
+STRETCH = "checker/wait-timeout"  # the timeouts the ranks gave store.wait, by barrier
+LONGEST_STRETCH = 4.0  # a wait given a longer timeout is not outwaited: too slow a check
+
+
+def stretched(inner, barrier: int, slept: float) -> float:
+    """How much longer the late rank of the last barrier stays away so that every other
+    rank's store.wait given a timeout (of LONGEST_STRETCH or less) runs out before it
+    comes: a barrier that gives up after a timeout must not pass because the checker's
+    delays happened to be shorter. In the last barrier, so that a rank that gives up
+    ends the job instead of meeting the others at another barrier."""
+    if barrier != BARRIERS - 1:
+        return 0.0
+    keys = [key for key in inner.list_keys() if key.startswith(f"{STRETCH}/{barrier}/")] \
+        if hasattr(inner, "list_keys") else []
+    longest = max((float(inner.get(key)) for key in keys), default=0.0)
+    return max(0.0, longest + 0.5 - slept) if longest <= LONGEST_STRETCH else 0.0
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
@@ -149,6 +171,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         for barrier in range(BARRIERS):
             if rank == given["late"][barrier]:
                 sleep(given["delays"][barrier])
+                sleep(stretched(inner, barrier, given["delays"][barrier]))
             before, asleep[0], store.barrier = store.count, 0.0, barrier
             entered.append(time.monotonic())
             solution(store, rank, world_size)
