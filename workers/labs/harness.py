@@ -1150,6 +1150,17 @@ def read_log(log: Path) -> tuple[str, list[str]]:
 def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
     """Failures that end a job early: a rank raised, the job outlived its timeout (a
     deadlock), or it ended in some other way. Empty when every rank returned."""
+    aborted = any("gloo::EnforceNotMet" in text for texts in outcome.printed.values()
+                  for text in texts)  # gloo checks that paired calls have one size
+    if outcome.raised and aborted and all(
+            re.search(r"Connection (reset|closed) by peer", error["line"])
+            for error in outcome.raised.values()):
+        first = min(outcome.raised)  # it only lost the peer that gloo aborted
+        return [Finding(False, f"rank {first} lost its peer, which gloo aborted "
+                               f"(gloo::EnforceNotMet), most often because the ranks were "
+                               f"in different calls, paired with others of another size: "
+                               f"every rank must make the same collective calls, in the "
+                               f"same order")]
     if outcome.raised:
         first = min(outcome.raised)
         error = outcome.raised[first]
@@ -1187,8 +1198,7 @@ def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
     missing = [rank for rank in range(outcome.world_size) if rank not in outcome.results]
     if missing:
         said = outcome.launcher_said.removeprefix("[main] ") or "no result"
-        if any("gloo::EnforceNotMet" in text for texts in outcome.printed.values()
-               for text in texts):  # gloo checks that paired calls have one size
+        if aborted:
             said += ("; gloo aborted it (gloo::EnforceNotMet), most often because the "
                      "ranks were in different calls, paired with others of another size: "
                      "every rank must make the same collective calls, in the same order")
