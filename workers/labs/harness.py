@@ -1147,6 +1147,11 @@ def read_log(log: Path) -> tuple[str, list[str]]:
 # --- findings every lab shares ------------------------------------------------------------
 
 
+ABORTED = ("(gloo::EnforceNotMet), most often because the ranks were in different "
+           "calls, paired with others of another size: every rank must make the same "
+           "collective calls, in the same order")  # gloo checks paired calls' sizes
+
+
 def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
     """Failures that end a job early: a rank raised, the job outlived its timeout (a
     deadlock), or it ended in some other way. Empty when every rank returned."""
@@ -1156,11 +1161,7 @@ def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
             re.search(r"Connection (reset|closed) by peer", error["line"])
             for error in outcome.raised.values()):
         first = min(outcome.raised)  # it only lost the peer that gloo aborted
-        return [Finding(False, f"rank {first} lost its peer, which gloo aborted "
-                               f"(gloo::EnforceNotMet), most often because the ranks were "
-                               f"in different calls, paired with others of another size: "
-                               f"every rank must make the same collective calls, in the "
-                               f"same order")]
+        return [Finding(False, f"rank {first} lost its peer, which gloo aborted {ABORTED}")]
     if outcome.raised:
         first = min(outcome.raised)
         error = outcome.raised[first]
@@ -1199,9 +1200,7 @@ def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
     if missing:
         said = outcome.launcher_said.removeprefix("[main] ") or "no result"
         if aborted:
-            said += ("; gloo aborted it (gloo::EnforceNotMet), most often because the "
-                     "ranks were in different calls, paired with others of another size: "
-                     "every rank must make the same collective calls, in the same order")
+            said += f"; gloo aborted it {ABORTED}"
         return [Finding(False, f"rank {missing[0]} ended without a result: {said}")]
     return []
 

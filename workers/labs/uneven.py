@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 
 from workers.labs.harness import Finding, forbidden_finding, list_of, wait_findings
+from workers.verdicts import counted
 
 CHAPTER = "failures"
 FUNCTION = "train_uneven"
@@ -124,11 +125,6 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
             optimizer.step()
         result["single"] = [p.detach().clone() for p in single.parameters()]
     return result
-
-
-def counted(n: int, noun: str) -> str:
-    """``"1 step"``, ``"3 steps"``, ``"0 batches"``."""
-    return f"{n} {noun}{'' if n == 1 else 'es' if noun.endswith('ch') else 's'}"
 
 
 def per_rank(rank: int, result: dict, given: dict) -> str:

@@ -156,8 +156,10 @@ def faster(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str,
 
 
 def counted(count: int, noun: str) -> str:
-    """``1 step``, ``3 steps``: a count with its noun, singular or plural."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    """``1 step``, ``3 steps``, ``0 batches``: a count with its noun, singular or plural."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'es' if noun.endswith(('ch', 'sh', 's', 'x')) else 's'}"
 
 
 def ranks_named(ranks: Sequence[int]) -> str:
