@@ -121,15 +121,24 @@ def fr_trace_blame(blamed: list[int], culprits: list[int], waiting: list[int]) -
                             f"{ranks_named(culprits)}")
 
 
+_BOOK_RANKS = dict(  # the book's ranks py-spy read no stacks of, by why and how many
+    failed_every=dict(ranks=["failed"]),
+    mixed_every=dict(ranks=["refused", "failed"]),
+    refused_some=dict(ranks=["refused"], every=False),
+    failed=dict(ranks=["failed"], every=False),
+    mixed_some=dict(ranks=["refused", "failed"], every=False),
+)
+
+
 @verdict(
     read=dict(plain="read", ranks=[]),
     plain_refused=dict(plain="refused", ranks=[]),
     refused=dict(plain="refused", ranks=["refused"]),
     refused_ranks=dict(plain="read", ranks=["refused"]),
-    refused_some=dict(plain="read", ranks=["refused"], every=False),
     free_threaded=dict(plain="free-threaded", ranks=["free-threaded"]),
-    failed=dict(plain="read", ranks=["failed"], every=False),
-    failed_every=dict(plain="read", ranks=["failed"]),
+    **{name: dict(plain="read", **example) for name, example in _BOOK_RANKS.items()},
+    **{f"{name}_plain_refused": dict(plain="refused", **example)
+       for name, example in _BOOK_RANKS.items()},
 )
 def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
     """Whether py-spy read the stacks in this build: ``plain``, what it did with the plain
@@ -143,39 +152,50 @@ def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
                                         "below read the flight recorders alone, and the "
                                         "plain program, which serves none, could not be "
                                         "diagnosed.")
-    if "refused" in ranks and not every:
-        return Verdict("refused_some", "Here the kernel refused py-spy some of the book's "
-                                       "ranks (another user's processes, or a container "
-                                       "without SYS_PTRACE): the diagnoses below read "
-                                       "their flight recorders alone.")
-    if "refused" in ranks and plain != "refused":
+    refused, failed = "refused" in ranks, "failed" in ranks
+    if refused and not failed and every:
+        if plain == "refused":
+            return Verdict("refused", "Here the kernel refused py-spy every rank, the "
+                                      "book's too (another user's processes, Yama's "
+                                      "ptrace_scope at 2 or 3, or a container without "
+                                      "SYS_PTRACE): the diagnoses below read the flight "
+                                      "recorders alone, and the plain program, which "
+                                      "serves none, could not be diagnosed.")
         return Verdict("refused_ranks", "Here the kernel let py-spy read the plain "
                                         "program's ranks and refused it every one of the "
                                         "book's (a security module or a container that "
                                         "treats them otherwise): the diagnoses below read "
                                         "the flight recorders alone.")
-    if "refused" in ranks:
-        return Verdict("refused", "Here the kernel refused py-spy every rank, the book's "
-                                  "too (another user's processes, Yama's ptrace_scope at 2 "
-                                  "or 3, or a container without SYS_PTRACE): the diagnoses "
-                                  "below read the flight recorders alone, and the plain "
-                                  "program, which serves none, could not be diagnosed.")
+    if not ranks:
+        if plain == "refused":
+            return Verdict("plain_refused", "Here the kernel refused py-spy the plain "
+                                            "program's ranks (under Yama's ptrace_scope=1 "
+                                            "only a process's ancestors may read it) and "
+                                            "let it read the book's, which allow it as "
+                                            "they start.")
+        return Verdict("read", "Here py-spy read every rank's stacks.")
+    if every:
+        name = "mixed_every" if refused else "failed_every"
+        book = ("read none of the book's ranks' stacks (the kernel refused it some, and "
+                "the others answered without stacks)" if refused else
+                "read none of the book's ranks' stacks (they answered, without stacks)")
+        book += ": the diagnoses below read the flight recorders alone."
+    else:
+        name = ("mixed_some" if failed else "refused_some") if refused else "failed"
+        book = {"mixed_some": "was refused some of the book's ranks by the kernel and "
+                              "read no stacks of others",
+                "refused_some": "was refused some of the book's ranks by the kernel "
+                                "(another user's processes, or a container without "
+                                "SYS_PTRACE)",
+                "failed": "read the stacks of only some of the book's ranks"}[name]
+        book += ": the diagnoses of the ranks it could not read read their flight " \
+                "recorders alone."
     if plain == "refused":
-        return Verdict("plain_refused", "Here the kernel refused py-spy the plain "
-                                        "program's ranks (under Yama's ptrace_scope=1 "
-                                        "only a process's ancestors may read it) and let "
-                                        "it read the book's, which allow it as they "
-                                        "start.")
-    if ranks and every:
-        return Verdict("failed_every", "Here py-spy read none of the book's ranks' "
-                                       "stacks (it answered, without stacks): the "
-                                       "diagnoses below read the flight recorders "
-                                       "alone.")
-    if ranks:
-        return Verdict("failed", "Here py-spy read the stacks of only some of the book's "
-                                 "ranks; the diagnoses of the others read their flight "
-                                 "recorders alone.")
-    return Verdict("read", "Here py-spy read every rank's stacks.")
+        return Verdict(f"{name}_plain_refused",
+                       "Here the kernel refused py-spy the plain program's ranks (under "
+                       "Yama's ptrace_scope=1 only a process's ancestors may read it), "
+                       f"and py-spy {book}")
+    return Verdict(name, f"Here py-spy {book}")
 
 
 _PLAIN = dict(spied="main (hang.py:29)", reduce_line=29, sleep_line=27,
