@@ -95,6 +95,8 @@ def test_the_default_thread_count_names_who_set_it():
     assert str(thread_default(8, {"OMP_NUM_THREADS": "8"})) == (
         "the 8 threads that OMP_NUM_THREADS=8 in this build's environment sets")
     assert "PyTorch" not in str(thread_default(1, {"MKL_NUM_THREADS": "1"}))
+    # a wheel that keeps to its cores does not take a larger count: PyTorch chose
+    assert str(thread_default(2, {"OMP_NUM_THREADS": "4"})).startswith("the 2 threads PyTorch")
 
 
 def test_ranges_that_meet_as_printed_are_told_apart_only_just():
@@ -143,6 +145,31 @@ def test_times_a_few_percent_apart_are_told_in_percent_not_as_one_times():
     assert not any("1.0 times" in str(v) for v in close), close
     assert all(re.search(r"took \d[\d.]*% longer", str(v)) for v in close), close
     assert "took 1.5 times as long" in str(reshard_timing([75.0, 76.0], [50.0, 51.0]))
+    from workers.verdicts.ddp_internals import cap_times
+    from workers.verdicts.start_methods import spawn_against_fork, spawn_without_torch
+
+    more = [cap_times([1, "unset"], [8, 2], [[0.0205, 0.0206], [0.0200, 0.0201]]),
+            spawn_against_fork([30.0, 30.1, 30.2], [31.0, 31.1, 31.2]),
+            spawn_without_torch(500.0, [510.0, 511.0, 512.0]),
+            spawn_against_fork([0.1, 0.2, 0.3], [30.0, 31.0, 32.0])]
+    assert not any(re.search(r"\b1\.0 times|than as", str(v)) for v in more), more
+    assert "2.5% longer than the fastest" in str(more[0]), more[0]
+
+
+def test_every_ratio_a_verdict_says_is_kept_from_reading_one_times():
+    """The kind of mistake behind "1.0 times ... beyond their spreads": ``ratio`` rounds to
+    one decimal, so each verdict that calls it says why it cannot read "1.0 times" there."""
+    from pathlib import Path
+
+    import workers.verdicts
+
+    folder = Path(workers.verdicts.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "ratio(" in line and "def ratio" not in line and path.name != "__init__.py":
+                above = "".join(lines[max(0, number - 2):number + 1])
+                assert 'never "1.0 times"' in above, f"{path.name}:{number + 1}: {line}"
 
 
 def test_one_core_is_said_in_the_singular():

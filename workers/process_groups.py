@@ -108,16 +108,17 @@ def missing_group(rank: int, world_size: int, device, group_timeout: timedelta,
             say(rank, "made new_group([0, 1]), which it is not in")
     else:
         say(rank, "skipped new_group([0, 1]): 'I am not in it anyway'")
-    begin = time.time()
+    begin, failing = time.time(), "new_group(all ranks)"
     try:
         everyone = dist.new_group(list(range(world_size)), timeout=group_timeout,
                                   use_local_synchronization=local)
         say(rank, f"new_group(all ranks) returned after {time.time() - begin:.1f} s")
+        begin, failing = time.time(), "its all_reduce"
         dist.all_reduce(torch.ones(1, device=device), group=everyone)
         say(rank, "its all_reduce finished")
         return True
     except RuntimeError as error:  # DistStoreError is a RuntimeError
-        say(rank, f"new_group(all ranks) failed after {time.time() - begin:.1f} s: "
+        say(rank, f"{failing} failed after {time.time() - begin:.1f} s: "
                   f"{type(error).__name__}: {first_line(error)}")
         return False
 

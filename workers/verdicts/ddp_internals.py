@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, as_long, close, order, verdict
 
 
 def cap_name(cap: str | int) -> str:
@@ -47,7 +47,8 @@ def cap_times(caps: Sequence[str | int], counts: Sequence[int],
                                  f"ranges, {NOISE}")
     slowest, fastest = cap_name(caps[slow]), cap_name(caps[fast])
     said = (f"the slowest median, {slowest}'s ({buckets_named(counts[slow])}), "
-            f"was {ratio(medians[slow], medians[fast])} the fastest, "
+            f"took {as_long(medians[slow], medians[fast])}"
+            f"{' than' if close(medians[slow], medians[fast]) else ' as'} the fastest, "
             f"{fastest}'s ({buckets_named(counts[fast])}), beyond their "
             "spreads")
     if counts[slow] > counts[fast]:

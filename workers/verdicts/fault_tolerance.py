@@ -56,6 +56,7 @@ def went_on(torchrun: float, torchft: float, heartbeat: float) -> Verdict:
         default = 5.0  # the lighthouse's --heartbeat_timeout_ms default, in seconds
         slower = (f" (at the default of {default:g} s, torchft's wait would have outlasted "
                   "torchrun's restart)" if torchft - heartbeat + default > torchrun else "")
+        # ratio() says one decimal: never "1.0 times" here, where it is at least 1.5
         return Verdict("torchft_sooner", f"{said}, {ratio(torchrun, torchft)} as long. "
                                          f"torchft's wait was the lighthouse's: "
                                          f"{lighthouse}{slower}; torchrun's was starting "

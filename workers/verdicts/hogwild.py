@@ -76,6 +76,7 @@ def queue_reuse(queue: str, new: Sequence[float], reused: Sequence[float]) -> Ve
     sent back and reused, every repeat of each."""
     where = order(reused, new)
     if where == "higher":
+        # ratio() says one decimal: never "1.0 times", which is said as "slightly more"
         times = ratio(statistics.median(reused), statistics.median(new))
         times = "slightly more" if times == "1.0 times" else f"{times} as many"
         return Verdict("more", f"through a {queue}, reusing buffers moved {times} "
@@ -134,12 +135,20 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
     pytorch=dict(count=2, environ={}),
     pytorch_one=dict(count=1, environ={"PATH": "/usr/bin"}),
     set=dict(count=4, environ={"OMP_NUM_THREADS": "4"}),
-    set_both=dict(count=2, environ={"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "2"}),
+    set_both=dict(count=2, environ={"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}),
+    not_taken=dict(count=2, environ={"OMP_NUM_THREADS": "4"}),
 )
 def thread_default(count: int, environ: Mapping[str, str]) -> Verdict:
     """The thread count a process starts with here (``torch.get_num_threads()``), as a noun
-    phrase that names who chose it: PyTorch, or a variable of this build's environment."""
+    phrase that names who chose it: PyTorch, or a variable of this build's environment
+    (OMP_NUM_THREADS first, as PyTorch reads them), or PyTorch where the variable asked for
+    another count (this wheel's MKL keeps to the physical cores)."""
     chosen = [f"{name}={environ[name]}" for name in THREAD_VARIABLES if environ.get(name)]
+    asked = next((environ[name] for name in THREAD_VARIABLES if environ.get(name)), None)
+    if asked is not None and asked.strip() != str(count):
+        return Verdict("not_taken", f"the {_threads(count)} PyTorch took, where "
+                                    f"{chosen[0]} in this build's environment asked for "
+                                    f"{asked}")
     if len(chosen) == 2:
         return Verdict("set_both", f"the {_threads(count)} that {chosen[0]} and "
                                    f"{chosen[1]} in this build's environment set")
@@ -249,8 +258,8 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
     gap between M processes' runs is theirs alone. A clause after "against the rule:", no
     final stop."""
     if default_threads == rule:
-        return Verdict("same", f"no difference: {default_named} is already the rule's "
-                               f"{_threads(rule)} per process")
+        return Verdict("same", f"no difference: the default ({default_named}) is already "
+                               f"the rule's {_threads(rule)} per process")
     if processes * default_threads <= cores:
         return Verdict("spare", f"no oversubscription to remove: the default puts "
                                 f"{processes} x {default_threads} threads on {cores} "
@@ -278,8 +287,9 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
                                  "beyond the spread of the repeats: this run shows no cost "
                                  "of oversubscription")
     high, low = statistics.median(rule_rates), statistics.median(default_rates)
+    # ratio() says one decimal: never "1.0 times", where close() says it in percent
     gain = (f"{100 * (high / low - 1):.2g}% more throughput than" if close(high, low)
-            else f"{ratio(high, low)} the throughput of")  # never "1.0 times"
+            else f"{ratio(high, low)} the throughput of")
     if busy_default >= 0.8 * busy_rule:
         cpu, cpu_outcome = (f"did not lack CPU time: they kept {busy_default:.2f} cores "
                             f"busy against {busy_rule:.2f} with the rule. Their threads "

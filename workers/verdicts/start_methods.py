@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, order, ratio, verdict
+from workers.verdicts import NOISE, Verdict, as_long, order, verdict
 
 
 def preloads_main_script(version: Sequence[int]) -> bool:
@@ -37,7 +37,7 @@ def spawn_against_fork(fork: Sequence[float], spawn: Sequence[float]) -> Verdict
             f"{ms:,.0f} ms")
     where = order(spawn, fork)
     if where == "higher":
-        return Verdict("higher", f"{both}: {ratio(ms, mf)} as long.")
+        return Verdict("higher", f"{both}: `spawn` took {as_long(ms, mf)}.")
     if where == "lower":
         text = f"{both}: here every `spawn` start took less time than every `fork` start."
         return Verdict("lower", text)
@@ -127,9 +127,9 @@ def spawn_without_torch(without: float, spawn: Sequence[float]) -> Verdict:
     there = f"There a spawned child was at work {without:,.0f} ms after `start()`"
     where = order([without], spawn)
     if where == "lower":
+        longer = as_long(statistics.median(spawn), without)
         return Verdict("lower", f"{there}, against {statistics.median(spawn):,.0f} ms here "
-                                f"with PyTorch: {ratio(statistics.median(spawn), without)} "
-                                "as long with it.")
+                                f"with PyTorch: {longer} with it.")
     spawned = f"{span(spawn, ',.0f')} ms"
     if where == "higher":
         return Verdict("higher", f"{there}, longer than every start here with PyTorch "
