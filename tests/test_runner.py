@@ -168,6 +168,16 @@ def test_a_child_is_not_forced_into_colour(monkeypatch):
     assert "FORCE_COLOR=1" in asked.output  # a run that asks for it keeps it
 
 
+def test_a_build_inside_a_launched_job_does_not_hand_its_rank_on(monkeypatch):
+    # a Kubeflow pod or a shell torchrun opened sets RANK: the book's runs must not inherit it
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    result = quiet_run("echo_env", "0", events=False, env={"PYTHONPATH": TESTS})
+    assert "RANK=None TORCHELASTIC_RUN_ID=None" in result.output
+    asked = quiet_run("echo_env", "0", events=False, env={"PYTHONPATH": TESTS, "RANK": "1"})
+    assert "RANK=1" in asked.output  # a run that asks for one keeps it
+
+
 def test_a_child_of_the_kernel_writes_without_forced_colour(monkeypatch):
     from workers.runner import capture_child_output
 

@@ -228,7 +228,7 @@ def pitfall_rank(rank: int, world_size: int, meet: Rendezvous, name: str,
     begin = time.time()
     try:
         pitfall(rank, world_size, meet, name)
-        say(rank, "got through")
+        say(rank, "returned without an error")
     except (RuntimeError, OSError, ValueError) as error:  # DistStoreError, DistNetworkError
         took = time.time() - begin
         say(rank, f"{type(error).__name__} after {took:.1f} s: {first_line(error)[:200]}")

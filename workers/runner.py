@@ -118,6 +118,10 @@ class RunResult:
 # What a Jupyter kernel sets so that the tools its cells run write in colour (ipykernel's
 # zmqshell). From Python 3.13 on, a traceback is then coloured even in a pipe or a file.
 FORCED_COLOUR = ("FORCE_COLOR", "CLICOLOR_FORCE")
+# what a launcher tells a rank: a build started inside a job (a Kubeflow pod, a shell that
+# torchrun or srun opened) must not hand them on, or every run would think itself a rank
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                      "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME")
 
 
 def run(
@@ -161,7 +165,8 @@ def run(
         os.close(handle)
         command += ["--events", events_file]
     child_env = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items()
+           if name not in LAUNCHER_VARIABLES and not name.startswith("TORCHELASTIC_")},
         "PYTHONUNBUFFERED": "1",
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),

@@ -38,7 +38,7 @@ def cores_here(affinity: int, logical: int, quota: float | None) -> Verdict:
     """The cores this process may keep busy, as a noun phrase ("2 cores", "one core (2
     logical CPUs, ...)"): ``affinity`` cores and ``logical`` CPUs in its affinity, and its
     CPU quota in CPUs (None where there is none)."""
-    if quota is not None and math.ceil(quota) < affinity:
+    if quota is not None and quota < affinity:  # named even where it rounds up to them all
         n = max(1, math.ceil(quota))
         rounded = "" if n == quota else ", rounded up"
         outcome = "quota_one" if n == 1 else "quota"

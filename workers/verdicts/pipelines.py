@@ -127,7 +127,7 @@ def against_gpipe(ours: Sequence[float], gpipe: Sequence[float]) -> Verdict:
                                       f"repeats but {just(gpipe, ours)}")
     if where == "higher":
         return Verdict("larger", "larger than GPipe's, beyond the spread of the repeats")
-    return Verdict("inside", f"overlapping GPipe's range, {NOISE}")
+    return Verdict("inside", f"level with GPipe's: the ranges overlap, {NOISE}")
 
 
 @verdict(

@@ -20,12 +20,12 @@ def zero1_optimizer(model: nn.Module, lr: float):
     def step() -> None:
         for parameter, part in zip(parameters, parts):
             part.grad = torch.empty_like(part)
-            dist.reduce_scatter_tensor(part.grad, padded(parameter.grad.flatten()))
+            dist.reduce_scatter_single(part.grad, padded(parameter.grad.flatten()))
             part.grad /= n
         adam.step()
         for parameter, part in zip(parameters, parts):
             whole = torch.empty(len(part) * n, dtype=part.dtype)
-            dist.all_gather_into_tensor(whole, part.detach())
+            dist.all_gather_single(whole, part.detach())
             parameter.data.copy_(whole[: parameter.numel()].view_as(parameter))
 
     return step
