@@ -47,6 +47,8 @@ WRONG = {
         "wrong_waits_for_neighbour": "a rank must wait until every rank has entered",
         "wrong_wait_timeout_one_second": "its store.wait was given a timeout",
         "wrong_wait_timeout": "and it went on when that ran out",
+        "wrong_keys_in_turn": "it found the keys an earlier barrier left",
+        "wrong_private_torch_barrier": "called torch.distributed at line",
     },
     "two_collectives": {
         "wrong_all_reduce_when_tiny": "rank 0 called all_reduce: this lab builds",
@@ -210,6 +212,7 @@ WRONG = {
         "wrong_keeps_prefix": "drop the backend's prefix",
         "wrong_min_of_empty": "your function raised ValueError: min()",
         "wrong_skips_empty_recorder": "a rank that reached no collective is behind",
+        "wrong_lowest_rank_call_when_behind": "and 'barrier', the answer is",
     },
 }
 # The labs whose wrong solutions issue 42 added, six or more each beyond the first ones.

@@ -1,24 +1,26 @@
-"""Lab barrier (init_methods): a barrier from a store's add and wait, used three times.
+"""Lab barrier (init_methods): a barrier from a store's add and wait, used 4 to 6 times.
 
 Every rank gets the job's TCPStore (wrapped, so the checker counts the calls) and calls
-the reader's barrier three times in a row; before each, one rank arrives late: which
-rank, and by how long, is random (from the seed), different ranks in each job, and one
-of the three is late by 1.5 to 2.5 s (a barrier that gives up after a timeout of a second
+the reader's barrier 4 to 6 times in a row (drawn); before each, one rank arrives late:
+which rank, and by how long, is random (from the seed), different ranks in each job, and one
+of them is late by 1.5 to 2.5 s (a barrier that gives up after a timeout of a second
 and returns fails there). No rank may leave barrier k before every rank has
 entered it: a barrier that only sleeps, or waits for one rank's key, fails there. The
 last rank to arrive must not be held once it has (a barrier that sleeps long enough to
 pass the first test fails this one). A barrier that polls the store makes more calls the
 longer it waits, and fails on that; the reader's time.sleep calls are counted too. The
-second and third barriers catch the classic bug: a store never forgets, so a barrier
-that reuses the first one's keys opens at once.
+later barriers catch the classic bug: a store never forgets, so a barrier that reuses
+an earlier one's keys (or a few keys in turn) opens at once.
 
 The contract (labs/barrier.py), clause by clause, and what checks each:
 
 - No rank returns from call k before every rank entered call k: entry and exit times of
-  three barriers in a row, one rank late before each, once by 1.5 to 2.5 s (a wait that
-  gives up after a timeout and returns fails, and its timeout is named); in the last, the
-  late rank stays away until every store.wait given a timeout of up to 4 s has run out.
-- Every call works however many came before: barriers 2 and 3 (keys a store never
+  4 to 6 barriers in a row (drawn), one rank late before each, once by 1.5 to 2.5 s (a
+  wait that gives up after a timeout and returns fails, and its timeout is named); in the
+  last, the late rank stays away until every store.wait given a timeout of up to 4 s has
+  run out.
+- Every call works however many came before: barriers 2 and on, how many drawn, so a
+  barrier that cycles through three or four keys meets its own old ones (a store never
   forgets); and whatever the store's latency: in barrier 2 the second write of the rank
   that comes late returns 0.2 s late, so the ranks that write released come back for
   barrier 3 while it is still in barrier 2 (a rank that opens the barrier, then moves a
@@ -26,11 +28,15 @@ The contract (labs/barrier.py), clause by clause, and what checks each:
 - Block in store.wait, do not poll, do not sleep: store calls counted per barrier against
   the time spent inside; any time.sleep of the reader's, however short, fails.
 - The last rank to arrive is not held: its time inside after it arrived.
-- Only the store: no process group exists.
+- Only the store: no process group exists, and a call from the reader's file into any
+  function of torch.distributed (its private _store_based_barrier included) fails.
 """
 
 from __future__ import annotations
 
+import linecache
+import os
+import sys
 import threading
 import time
 
@@ -38,14 +44,15 @@ from workers.labs.harness import Finding, job_store, replace_everywhere
 
 CHAPTER = "init_methods"
 FUNCTION = "store_barrier"
-ASKS = "a barrier from the store's add and wait: no rank leaves before all arrive, 3 times"
+ASKS = ("a barrier from the store's add and wait: no rank leaves before all arrive, "
+        "several times in a row")
 REREAD = '"The store is the rendezvous" in the init methods chapter'
-PASSED = "is a barrier, three times in a row"
+PASSED = "is a barrier, 4 to 6 times in a row"
 WORLD_SIZES = (2, 3, 5)  # the page's exercise has 4 ranks in mind
 GROUP = False  # no process group: the store is all there is
 PRELOAD = ()
 TIMEOUT = 12.0  # 8 s, and room to outwait a store.wait given a timeout (stretched)
-BARRIERS = 3
+BARRIERS = (4, 6)  # how many in a row: drawn, each job its own
 LATE = (0.05, 0.25)  # seconds a late rank arrives after the others, in two barriers
 LONG = (1.5, 2.5)  # and in one of them: longer than a store.wait given a timeout of 1 s
 PROMPT = 0.5  # seconds the last rank may stay in a barrier after it arrives
@@ -54,20 +61,21 @@ SLOW_BARRIER, SLOW_WRITE = 1, 0.2  # barrier 2: the late rank's second write, 0.
 
 
 def setup(world_size: int, rng) -> dict:
-    late = rng.sample(range(world_size), min(world_size, BARRIERS))
-    late += [rng.randrange(world_size) for _ in range(BARRIERS - len(late))]
-    delays = [rng.uniform(*LATE) for _ in range(BARRIERS)]
-    delays[rng.randrange(BARRIERS)] = rng.uniform(*LONG)
-    return {"late": late, "delays": [round(d, 2) for d in delays]}
+    barriers = rng.randint(*BARRIERS)
+    late = rng.sample(range(world_size), min(world_size, barriers))
+    late += [rng.randrange(world_size) for _ in range(barriers - len(late))]
+    delays = [rng.uniform(*LATE) for _ in range(barriers)]
+    delays[rng.randrange(barriers)] = rng.uniform(*LONG)
+    return {"barriers": barriers, "late": late, "delays": [round(d, 2) for d in delays]}
 
 
 def describe(world_size: int, given: dict) -> str:
     lates = ", ".join(f"rank {rank} {delay:g} s" for rank, delay in
                       zip(given["late"], given["delays"]))
-    return f", {BARRIERS} barriers in a row, late: {lates}"
+    return f", {given['barriers']} barriers in a row, late: {lates}"
 
 
-def counting_store(calls, pause=None):
+def counting_store(calls, barriers: int, pause=None):
     """A store that passes every call to the job's TCPStore, and logs and counts it;
     with ``pause``, the second write in barrier ``SLOW_BARRIER`` returns SLOW_WRITE late."""
     import torch.distributed as dist
@@ -77,9 +85,9 @@ def counting_store(calls, pause=None):
             super().__init__()
             self.inner, self.count = inner, 0
             self.barrier = 0  # which barrier the calls are in
-            self.written = [set() for _ in range(BARRIERS)]  # keys set in each barrier
-            self.waited = [set() for _ in range(BARRIERS)]  # keys waited for in each
-            self.timeouts = [[] for _ in range(BARRIERS)]  # timeouts given to wait()
+            self.written = [set() for _ in range(barriers)]  # keys set in each barrier
+            self.waited = [set() for _ in range(barriers)]  # keys waited for in each
+            self.timeouts = [[] for _ in range(barriers)]  # timeouts given to wait()
             self.writes, self.paused = 0, False  # writes in SLOW_BARRIER; paused yet
 
         def wrote(self, key):
@@ -140,13 +148,13 @@ STRETCH = "checker/wait-timeout"  # the timeouts the ranks gave store.wait, by b
 LONGEST_STRETCH = 4.0  # a wait given a longer timeout is not outwaited: too slow a check
 
 
-def stretched(inner, barrier: int, slept: float) -> float:
+def stretched(inner, barrier: int, slept: float, barriers: int) -> float:
     """How much longer the late rank of the last barrier stays away so that every other
     rank's store.wait given a timeout (of LONGEST_STRETCH or less) runs out before it
     comes: a barrier that gives up after a timeout must not pass because the checker's
     delays happened to be shorter. In the last barrier, so that a rank that gives up
     ends the job instead of meeting the others at another barrier."""
-    if barrier != BARRIERS - 1:
+    if barrier != barriers - 1:
         return 0.0
     keys = [key for key in inner.list_keys() if key.startswith(f"{STRETCH}/{barrier}/")] \
         if hasattr(inner, "list_keys") else []
@@ -158,7 +166,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     inner = job_store(120)
     sleep, asleep = time.sleep, [0.0]
     slow = rank == given["late"][SLOW_BARRIER]  # its second write there returns late
-    store = counting_store(calls, sleep if slow else None)(inner)
+    store = counting_store(calls, given["barriers"], sleep if slow else None)(inner)
     entered, left, counts, slept = [], [], [], []
 
     def counted_sleep(seconds):  # the reader's sleeps, wherever it took time.sleep from
@@ -167,21 +175,37 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         sleep(seconds)
 
     replace_everywhere({id(sleep): sleep}, {id(sleep): counted_sleep})
+    torch_calls: list[str] = []
+
+    def torch_called(frame, event, arg):  # a torch.distributed function the reader called
+        caller = frame.f_back
+        if event == "call" and caller is not None and calls.solution and \
+                frame.f_globals.get("__name__", "").startswith("torch.distributed") and \
+                os.path.realpath(caller.f_code.co_filename) == calls.solution:
+            line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+            torch_calls.append(f"torch.distributed at line {caller.f_lineno} "
+                               f"({line[:70]})")
+
     with calls.reader():
-        for barrier in range(BARRIERS):
+        for barrier in range(given["barriers"]):
             if rank == given["late"][barrier]:
                 sleep(given["delays"][barrier])
-                sleep(stretched(inner, barrier, given["delays"][barrier]))
+                sleep(stretched(inner, barrier, given["delays"][barrier],
+                                given["barriers"]))
             before, asleep[0], store.barrier = store.count, 0.0, barrier
             entered.append(time.monotonic())
-            solution(store, rank, world_size)
+            sys.setprofile(torch_called)
+            try:
+                solution(store, rank, world_size)
+            finally:
+                sys.setprofile(None)
             left.append(time.monotonic())
             counts.append(store.count - before)
             slept.append(asleep[0])
     return {"entered": entered, "left": left, "counts": counts, "slept": slept,
             "written": [sorted(keys) for keys in store.written],
             "waited": [sorted(keys) for keys in store.waited],
-            "timeouts": store.timeouts}
+            "timeouts": store.timeouts, "torch_calls": sorted(set(torch_calls))}
 
 
 def per_rank(rank: int, result: dict, given: dict) -> str:
@@ -192,8 +216,14 @@ def per_rank(rank: int, result: dict, given: dict) -> str:
 
 def judge(world_size: int, outcome, given: dict) -> list:
     results = outcome.results
+    for rank, result in sorted(results.items()):
+        if result.get("torch_calls"):
+            called = ", ".join(result["torch_calls"])
+            return [Finding(False, f"rank {rank} called {called}: this lab builds the "
+                                   f"barrier from the store's methods and the standard "
+                                   f"library alone, nothing of torch.distributed")]
     start = min(r["entered"][0] for r in results.values())
-    for barrier in range(BARRIERS):
+    for barrier in range(given["barriers"]):
         last_in = max(results, key=lambda rank: results[rank]["entered"][barrier])
         first_out = min(results, key=lambda rank: results[rank]["left"][barrier])
         entered = results[last_in]["entered"][barrier]
@@ -219,7 +249,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
             else:
                 text += ": a rank must wait until every rank has entered (store.wait)"
             return [Finding(False, text)]
-    for barrier in range(BARRIERS):
+    for barrier in range(given["barriers"]):
         last_in = max(results, key=lambda rank: results[rank]["entered"][barrier])
         held = results[last_in]["left"][barrier] - results[last_in]["entered"][barrier]
         if held > PROMPT:
@@ -247,7 +277,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                    f"need not wait")]
     most = max(max(r["counts"]) for r in results.values())
     longest = max(given["delays"])
-    return [Finding(True, f"no rank left any of the {BARRIERS} barriers before every rank "
+    return [Finding(True, f"no rank left any of the {given['barriers']} barriers before "
+                          f"every rank "
                           f"had entered it (a random rank late each time, once by "
                           f"{longest:g} s), and the last to arrive left at once"),
             Finding(True, f"at most {most} store calls per rank and barrier, however long "
@@ -266,8 +297,8 @@ def polling(results: dict, given: dict) -> str:
     """How a rank polled the store: more calls the longer it waited, or too many."""
     for rank, result in sorted(results.items()):
         waits = [left - entered for entered, left in zip(result["entered"], result["left"])]
-        short = min(range(BARRIERS), key=waits.__getitem__)
-        long = max(range(BARRIERS), key=waits.__getitem__)
+        short = min(range(len(waits)), key=waits.__getitem__)
+        long = max(range(len(waits)), key=waits.__getitem__)
         counts = result["counts"]
         if max(counts) > MOST_CALLS or (waits[long] - waits[short] > 0.4 and
                                         counts[long] >= counts[short] + 2):

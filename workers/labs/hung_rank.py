@@ -5,7 +5,9 @@ The contract (labs/hung_rank.py), clause by clause, and the jobs that check each
 - Ranks with no entry at the first differing number are behind: the "stuck", "dead" and
   "stuck_first" jobs; and they alone are named where, at that number, another rank called
   something else: at 4 ranks one rank is stuck before an all_reduce that another rank
-  replaced with a barrier.
+  replaced with a barrier, twice: the odd rank is once the lowest rank with an entry
+  there and once the highest, so the collective named must be the majority's, not the
+  call of the rank at either end.
 - A recorder may be empty, its rank having reached no collective: "stuck_first", whose
   culprits stall before their first.
 - Several ranks may be behind or out of step, and all are named: "stuck_first" has two
@@ -165,8 +167,13 @@ def setup(world_size: int, rng) -> dict:
         # the one at the first differing number
         rooted = rng.choice(["gather", "scatter", "broadcast"])
         plan.append((f"skip:{rooted}", (rng.randrange(1, 4),), None))
-        # one rank behind and one out of step at the same number: only the first is named
-        plan.append(("behind_and_odd", tuple(rng.sample(range(world_size), 2)), None))
+        # one rank behind and one out of step at the same number: only the first is named,
+        # and the collective is the majority's: twice, the odd rank once the lowest rank
+        # that has an entry there and once the highest (so that neither end's call passes)
+        for end in (0, -1):
+            late = rng.randrange(world_size)
+            odd = [rank for rank in range(world_size) if rank != late][end]
+            plan.append(("behind_and_odd", (late, odd), None))
         # two calls tie without rank 0's: the two ranks that call barrier
         plan.append(("tie", tuple(sorted(rng.sample(range(1, TIE_SIZE), 2))), None))
     rng.shuffle(plan)
