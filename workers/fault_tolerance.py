@@ -959,9 +959,11 @@ class ListeningSockets:
             try:
                 mine = {child.pid for child in me.children(recursive=True)}
                 for socket_ in psutil.net_connections(kind="tcp"):
-                    if socket_.status == psutil.CONN_LISTEN and socket_.pid in mine:
-                        self.found.add((self._role(socket_.pid), socket_.laddr.ip,
-                                        socket_.laddr.port))
+                    role = self._role(socket_.pid) if (
+                        socket_.status == psutil.CONN_LISTEN and socket_.pid in mine) \
+                        else None
+                    if role:  # one that ends while it is looked at is named next time
+                        self.found.add((role, socket_.laddr.ip, socket_.laddr.port))
             except psutil.AccessDenied as error:
                 self.error = f"psutil may not list sockets here ({error})"
                 return
@@ -969,7 +971,9 @@ class ListeningSockets:
                 pass
             self._stop.wait(self.interval)
 
-    def _role(self, pid: int) -> str:
+    def _role(self, pid: int) -> str | None:
+        """What the process is, from its command line; None (and not kept) where it
+        cannot be read, as for a process that is ending."""
         import psutil
 
         if pid not in self._roles:
@@ -977,8 +981,10 @@ class ListeningSockets:
                 command = " ".join(psutil.Process(pid).cmdline())
             except psutil.Error:
                 command = ""
+            if not command:
+                return None
             self._roles[pid] = next((role for part, role in ROLES if part in command),
-                                    command[:60] or f"pid {pid}")
+                                    command[:60])
         return self._roles[pid]
 
     def elsewhere(self) -> set[tuple[str, str, int]]:
