@@ -25,7 +25,8 @@ def pair_sum(tensor: torch.Tensor) -> None:
     each rank may make just its own pair's group.
 
     May call: dist.get_rank(), dist.get_world_size(), dist.new_group (or
-    dist.new_subgroups(group_size=2), which makes every pair's group with it in one call),
+    dist.new_subgroups(group_size=2), or dist.new_subgroups_by_enumeration with the list
+    of pairs, which make every pair's group with it in one call),
     dist.all_reduce(tensor, group=...), and torch tensor operations; nothing else (no
     send or recv to the partner, no collective over every rank).
     """

@@ -114,6 +114,7 @@ WRONG = {
         "wrong_divides_by_two": "the mean times 1.5: divide the sum by the world size",
         "wrong_skip_zero_grads": "every rank must all-reduce every gradient",
         "wrong_also_averages_weights": "weights changed inside average_gradients",
+        "wrong_layers_only": "the gradients of scale: not averaged",
     },
     "comm_hook": {
         "wrong_skip_zero_bucket": "the ranks were in different calls",

@@ -1,6 +1,7 @@
 """Lab average_gradients (ddp_mnist): averaging gradients by hand, proved by one process.
 
-Every rank trains the chapter's MnistNet, in float64, on its share of each global batch
+Every rank trains the chapter's MnistNet, in float64, with a scale on its logits that
+is a parameter of the model itself (not of a layer), on its share of each global batch
 and calls the reader's average_gradients after backward; rank 0 also trains the same
 model in one process on the whole batches. Data parallelism is the same computation:
 the gradients after the call must be the whole batch's, and the weights after three
@@ -12,7 +13,9 @@ however it reaches all_reduce: a reduce to rank 0 and a broadcast also average, 
 The contract (labs/average_gradients.py), clause by clause, and what checks each:
 
 - Every parameter's .grad holds the mean over the ranks, on every rank: the gradients of
-  the first step against one process on the whole batch, and the weights after training.
+  the first step against one process on the whole batch, and the weights after training;
+  every parameter of model.parameters(), the one the model holds itself (model.scale) too,
+  which a loop over the model's layers misses.
 - Whatever the gradients' values: in one step one rank's images are zeros, so some of its
   gradients are zeros and must still be all-reduced (a job that dies from mismatched
   all_reduce sizes says so).
@@ -81,6 +84,8 @@ def train(rank: int, world_size: int, seed: int, between=None, zeros=None,
 
     torch.manual_seed(seed)  # the same initial weights on every rank
     model = MnistNet().double()
+    # and a parameter of the model's own, not of a layer: a scale on each logit
+    model.scale = torch.nn.Parameter(torch.ones(10, dtype=torch.float64))
     if channels_last:  # the convolutions' weights, and their gradients, in NHWC order
         model = model.to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -89,7 +94,7 @@ def train(rank: int, world_size: int, seed: int, between=None, zeros=None,
     for step in range(STEPS):
         images, labels = batch(seed, step, zeros)
         optimizer.zero_grad()
-        F.cross_entropy(model(images[share]), labels[share]).backward()
+        F.cross_entropy(model(images[share]) * model.scale, labels[share]).backward()
         if step == 0:
             first["own"] = [p.grad.clone() for p in model.parameters()]
         if between is not None:

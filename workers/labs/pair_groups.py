@@ -20,7 +20,8 @@ The contract (labs/pair_groups.py), clause by clause, and what checks each:
   ran in; a swap with the partner or a world-wide collective fails.
 - Every rank makes every pair's group, the same calls in the same order, or only its own
   with use_local_synchronization=True and every member making it: each rank's new_group
-  calls, compared (dist.new_subgroups(group_size=2) makes them for the reader, and passes).
+  calls, compared (dist.new_subgroups(group_size=2) and dist.new_subgroups_by_enumeration
+  make them for the reader, and pass).
 - An even world size: 2, 4 and 6 ranks.
 - Any tensor: float32 at 2 and 6 ranks, float64 at 4, whose values need all of float64's
   digits (a float32 copy on the way loses them); at 6 ranks a transposed view, dense but
