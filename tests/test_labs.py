@@ -64,6 +64,7 @@ WRONG = {
         "wrong_pads_a_whole_part": "already divide by 5, so pad by (-length) % N",
         "wrong_extra_barrier": "called barrier: this lab builds all_reduce",
         "wrong_parts_reversed": "which part of the gathered tensor belongs where",
+        "wrong_rounded_share": "kept their start values: the padded tensor was shorter",
     },
     "ring": {
         "wrong_tiny_shortcut": "whole tensors went round the ring",

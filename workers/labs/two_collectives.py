@@ -15,8 +15,10 @@ The contract (labs/two_collectives.py), clause by clause, and what checks each:
 - Every rank's tensor holds the sum, exactly, in place: compared with dist.all_reduce of
   the same start, read through a view of the tensor taken before the call (rebinding
   ``tensor.data`` fails, writing beside the tensor fails).
-- Any length: one N does not divide at 2 ranks (padding needed), one or two elements at 3
-  (shorter than N: a whole part of padding), a multiple of N at 5 (no padding).
+- Any length: one N does not divide at 2 ranks (padding needed; an odd length whose half
+  rounds down, 4m + 1, so a share rounded, or floored, instead of rounded up leaves the
+  last element out), one or two elements at 3 (shorter than N: a whole part of padding), a
+  multiple of N at 5 (no padding).
 - One reduce-scatter and one all-gather, by any of their names or roads; nothing else.
 - Each rank's part is 1/N of the padded tensor: the all-gather's bytes.
 - With async_op=True, wait() before the result is used: every Work followed.
@@ -53,7 +55,9 @@ def setup(world_size: int, rng) -> dict:
     elif world_size == 3:  # shorter than N: a part is all padding, and some parts hold none
         numel = rng.choice([1, 2])
     else:
-        numel = rng.choice([n for n in range(7, 41) if world_size == 1 or n % world_size])
+        # at 2 ranks 4m + 1: round(numel / 2) rounds half to even, down, like numel // 2
+        numel = rng.choice([n for n in range(7, 41) if n % world_size and
+                            (world_size != 2 or n % 4 == 1)])
     return {"numel": numel, "seed": rng.randrange(1_000_000)}
 
 
@@ -106,8 +110,16 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                            f"all_reduce sums (do not divide by the world "
                                            f"size)"))
         else:
-            findings.append(Finding(False, f"rank {rank} holds a wrong sum: which part of "
-                                           f"the gathered tensor belongs where?"))
+            start = start_values(rank, given).to(got.dtype)
+            wrong = (got != expected).nonzero().flatten().tolist()
+            tail = wrong == list(range(wrong[0], len(got))) and torch.equal(
+                got[wrong[0]:], start[wrong[0]:])
+            findings.append(Finding(False, (
+                f"rank {rank}'s last {len(wrong)} element(s) kept their start values: "
+                f"the padded tensor was shorter than the tensor; each part is "
+                f"ceil(length / N) elements") if tail else (
+                f"rank {rank} holds a wrong sum: which part of the gathered tensor "
+                f"belongs where?")))
         break
     else:
         findings.append(Finding(True, "every rank holds the sum dist.all_reduce gives"))
