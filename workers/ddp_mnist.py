@@ -154,6 +154,7 @@ def evaluate(model, test_set, rank: int, world_size: int, device) -> float:
             counts[1] += len(labels)
     if world_size > 1:
         dist.all_reduce(counts)
+    model.train()  # back to training mode (it matters with dropout or batch norm)
     return (counts[0] / counts[1]).item()
 
 

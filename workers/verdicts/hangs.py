@@ -83,17 +83,17 @@ def trace_page(answer: str, job: str) -> Verdict:
     of ``job`` (its name, possessive); fr_trace above read another job's pickled ones."""
     if answer.startswith("KeyError"):
         return Verdict("keyerror", f"the code that builds its FlightRecorder page, fed "
-                                   f"{job} JSON dumps, fails as fr_trace did: {answer}")
+                                   f"{job} JSON dumps, fails as fr_trace did: `{answer}`")
     if answer.startswith("unloadable: "):
         why = answer.removeprefix("unloadable: ")
         return Verdict("unloadable", f"the code that builds its FlightRecorder page could "
-                                     f"not be imported here ({why}), so it never read "
+                                     f"not be imported here (`{why}`), so it never read "
                                      f"{job} JSON dumps")
     if answer == "built":
         return Verdict("built", f"the code that builds its FlightRecorder page built its "
                                 f"tables from {job} JSON dumps")
     return Verdict("failed", f"the code that builds its FlightRecorder page failed on "
-                             f"{job} JSON dumps: {answer}")
+                             f"{job} JSON dumps: `{answer}`")
 
 
 @verdict(

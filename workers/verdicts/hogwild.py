@@ -272,8 +272,10 @@ def oversubscription(processes: int, cores: int, default_threads: int, rule: int
         return Verdict("busy", f"no verdict from this run: even one process, which nothing "
                                f"oversubscribes, was slower with {default_named} than "
                                f"with 1 thread ({_rates(alone_default)} against "
-                               f"{_rates(alone_one)} images/s), so other work held this "
-                               f"machine's cores while it ran, and the gap between "
+                               f"{_rates(alone_one)} images/s): other work held this "
+                               f"machine's cores while it ran, or this small model runs "
+                               f"slower on the default's threads even alone; either way "
+                               f"the gap between "
                                f"{processes} processes' runs ({_rates(default_rates)} "
                                f"with the default, {_rates(rule_rates)} with the rule) is "
                                f"not theirs alone")

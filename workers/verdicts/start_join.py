@@ -67,10 +67,11 @@ def processes_against_threads(threads: Sequence[float], processes: Sequence[floa
                                       f"({low:.2f} to {high:.2f} times as fast), with up "
                                       f"to {busiest:.2f} logical CPUs busy")
     if where == "lower":
-        return Verdict("faster", f"{min(threads) / max(processes):.1f} to "
-                                 f"{max(threads) / min(processes):.1f} times as fast in "
-                                 "processes, beyond the spread of the repeats, with up to "
-                                 f"{busiest:.2f} logical CPUs busy")
+        times = (f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else
+                 f"{low:.1f} to {high:.1f}")  # never "1.4 to 1.4"
+        return Verdict("faster", f"{times} times as fast in processes, beyond the spread "
+                                 f"of the repeats, with up to {busiest:.2f} logical CPUs "
+                                 f"busy")
     if where == "higher":
         if held.outcome == "busy":  # both processes ran: that is not why they were slower
             return Verdict("slower_busy", "slower in processes this time, beyond the "
