@@ -35,6 +35,8 @@ def misnumbered_rank(error: str) -> Verdict:
 @verdict(
     set_up=dict(picked="cpu:gloo"),
     not_tried=dict(picked=None, accelerator="cuda", backend="nccl", devices=1, ranks=2),
+    not_tried_other=dict(picked=None, accelerator="mps", backend="gloo", devices=1,
+                         ranks=2),
 )
 def no_backend_here(picked: str | None, accelerator: str = "", backend: str = "",
                     devices: int = 0, ranks: int = 0) -> Verdict:
@@ -44,11 +46,13 @@ def no_backend_here(picked: str | None, accelerator: str = "", backend: str = ""
     if picked is not None:
         return Verdict("set_up", f"With no backend named, only {picked} was set up.")
     on = f"{devices} {accelerator} device{'s' if devices != 1 else ''}"
-    return Verdict("not_tried", "The run did not call `init_process_group()` with no "
-                                f"backend here: it would set up {accelerator}:{backend} "
-                                f"alone and give each rank device `rank % {devices}`, so "
-                                f"{ranks} ranks on {on} would share one, which {backend} "
-                                "refuses, and the job would end.")
+    said = (f"The run did not call `init_process_group()` with no backend here: it would "
+            f"set up {accelerator}:{backend} alone and give each rank device "
+            f"`rank % {devices}`, so {ranks} ranks on {on} would share one")
+    if backend.startswith("nccl"):  # nccl refuses two ranks on one device
+        return Verdict("not_tried", f"{said}, which {backend} refuses, and the job would "
+                                    f"end.")
+    return Verdict("not_tried_other", f"{said}, which this page does not try.")
 
 
 @verdict(
