@@ -106,7 +106,7 @@ WRONG = {
         "wrong_weights_only": "average every parameter, biases too",
         "wrong_data_not_grad": "not into its .data",
         "wrong_reduce_broadcast": "called reduce and broadcast",
-        "wrong_async_never_waited": "forgotten wait(): rank 0 never waited for 18 Work(s)",
+        "wrong_async_never_waited": "forgotten wait(): rank 0 never waited for 21 Work(s)",
         "wrong_divides_before_wait": "changed a tensor that its all_reduce(",
         "wrong_all_gather_mean": "called all_gather: this lab averages with "
                                  "dist.all_reduce only",
