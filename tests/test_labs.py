@@ -116,6 +116,7 @@ WRONG = {
         "wrong_skip_zero_grads": "every rank must all-reduce every gradient",
         "wrong_also_averages_weights": "weights changed inside average_gradients",
         "wrong_layers_only": "the gradients of scale: not averaged",
+        "wrong_float32_buffer": "the mean to float32's precision only",
     },
     "comm_hook": {
         "wrong_skip_zero_bucket": "the ranks were in different calls",

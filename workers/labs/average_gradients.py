@@ -166,6 +166,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
                 kind = "twice"
             elif close(got, own):
                 kind = "own"
+            elif rounded(got, want):  # float32's digits only
+                kind = "rounded"
             elif close(got, want * scale(got, want)):
                 kind = f"times {scale(got, want):.3g}"
             else:
@@ -196,6 +198,13 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                       f"rank's weights equal one process's to {worst:.0e} "
                                       f"(float64)"))
     return findings
+
+
+def rounded(a, b) -> bool:
+    """Equal to float32's precision, where not to float64's (``close``)."""
+    import torch
+
+    return torch.allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
 def scale(got, want) -> float:
@@ -230,6 +239,10 @@ def gradient_mistake(kinds: dict, n: int, strided: set = frozenset()) -> str:
                 (" (the all_reduce must write into each parameter's .grad itself: not into "
                  "its .data, nor into a copy)" if whole else
                  " (average every parameter, biases too)"))
+    if "rounded" in kinds:
+        return (f"{names('rounded')}: the mean to float32's precision only, not to the "
+                f"float64 gradients' own: average each .grad in its own dtype (a float32 "
+                f"buffer or copy rounds it)")
     scaled = next((kind for kind in kinds if kind.startswith("times ")), None)
     if scaled:
         return (f"{names(scaled)}: the mean {scaled}: divide the sum by the world size, "
