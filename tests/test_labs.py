@@ -162,7 +162,7 @@ WRONG = {
         "wrong_zero_in_place": "wrote into the .grad the model arrived with",
         "wrong_copy": "it trained a copy",
         "wrong_out_of_place": "replaced the model's weight with a new tensor",
-        "wrong_no_zero_grad": "zero them before each backward",
+        "wrong_no_zero_grad": ("drop it before each backward", "zero them before each backward"),
         "wrong_skips_first": "never ran batch 0 of its",
         "wrong_reversed": "took its batches in reverse order",
         "wrong_shuffled": "took its batches in another order",

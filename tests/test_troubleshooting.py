@@ -1,7 +1,8 @@
 """The troubleshooting page's table holds the words of each message as the Pythons the book
 supports print it: pickling a lambda or a nested function, the way spawn and forkserver pickle
-a target, on every interpreter this machine has (3.11 to 3.13 here), and on 3.14 as its
-source words them."""
+a target, and a spawned child that cannot find its target in a `__main__` without a file, on
+every interpreter this machine has (3.11 to 3.13 here), and on 3.14 as its source words
+them."""
 
 from __future__ import annotations
 
@@ -49,9 +50,10 @@ def interpreters() -> list[str]:
     return found
 
 
-def pickle_row() -> str:
+def pickle_row(words: str = "Can't pickle <function <lambda>") -> str:
     text = (ROOT / "book" / "troubleshooting.md").read_text()
-    [row] = [line for line in text.splitlines() if "Can't pickle <function <lambda>" in line]
+    [row] = [line for line in text.splitlines() if line.startswith(f"| `{words}")
+             or words in line.split(" | ")[0]]
     return row.split(" | ")[0]
 
 
@@ -75,3 +77,31 @@ def test_the_pickling_row_has_the_words_of_3_14():
     row = pickle_row()
     for message in ON_3_14:
         assert message in row, message
+
+
+NO_FILE_MAIN = """
+import multiprocessing
+
+def f():
+    pass
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=f)
+    child.start()
+    child.join(timeout=60)
+"""
+
+# Python 3.14's Lib/pickle.py: find_class is a plain getattr for a name without dots
+MAIN_ON_3_14 = "AttributeError: module '__main__' has no attribute 'f'"
+
+
+@pytest.mark.parametrize("python", interpreters())
+def test_the_main_row_has_this_pythons_words(python):
+    done = subprocess.run([python, "-c", NO_FILE_MAIN], capture_output=True, text=True,
+                          timeout=60)
+    [message] = [line for line in done.stderr.splitlines()
+                 if line.startswith("AttributeError:")]
+    row = pickle_row("AttributeError: Can't get attribute 'f' on <module '__main__'")
+    # the row names the first Python's words whole, the others from "<module" on
+    assert message in row or message.split(" on ", 1)[1] in row, (python, message)
+    assert MAIN_ON_3_14 in row

@@ -18,7 +18,8 @@ The contract (labs/hogwild.py), clause by clause, and what checks each:
   the weights against one process trained alone on its batches (5% allowed for races).
 - One SGD step per pair, in order: a forward hook sees each batch, the weight's updates
   are counted.
-- Every parameter is stepped (SGD over model.parameters()): every batch holds each sample
+- Every parameter is stepped (by torch.optim.SGD over model.parameters() or by hand, as
+  the contract allows both): every batch holds each sample
   and its negation, so the bias's gradient is exactly 0 and the bias stays 0 while the
   weights race, yet each step updates it in place. Its updates are counted, and every
   torch.optim.SGD made must hold all of the model's parameters.
@@ -295,9 +296,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
         if result["grad_written"]:
             return [Finding(False, f"process {rank} wrote into the .grad the model "
                                    f"arrived with, which the parent and every other "
-                                   f"process share (as fork gives it): zero them before "
+                                   f"process share (as fork gives it): drop it before "
                                    f"each backward with optimizer.zero_grad(), whose "
-                                   f"default set_to_none=True drops that tensor, so each "
+                                   f"default set_to_none=True drops that tensor, or with "
+                                   f"p.grad = None, so each "
                                    f"process computes a .grad of its own (zeroing it in "
                                    f"place, or a backward before zero_grad(), writes the "
                                    f"shared one)")]
@@ -307,7 +309,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
             if ((got - accumulating).norm() / accumulating.norm()).item() <= RELATIVE:
                 return [Finding(False, f"process {rank}'s weights moved as if gradients "
                                        f"added up from step to step: zero them before "
-                                       f"each backward (optimizer.zero_grad())")]
+                                       f"each backward (optimizer.zero_grad(), or "
+                                       f"p.grad = None)")]
             return [Finding(False, f"process {rank}'s block of the shared weights is "
                                    f"{error:.0%} from where its {given['steps']} steps "
                                    f"alone take it: plain SGD (no momentum), the lr given, "

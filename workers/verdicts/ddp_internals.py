@@ -91,9 +91,8 @@ def cpu_reading(small: Sequence[float], large: Sequence[float]) -> Verdict:
             f"for the small messages, {min(large):.2f}-{max(large):.2f} for the large: ")
     where = order(small, large)
     if where == "lower":
-        return Verdict("large_busier", said + "busier in every trial, and a core the "
-                                              "backend's thread uses is one the "
-                                              "computation cannot.")
+        return Verdict("large_busier", said + "busier for the large ones in every "
+                                              "trial.")
     if where == "higher":
         return Verdict("small_busier", said + "busier for the small ones in every "
                                               "trial.")
@@ -174,38 +173,57 @@ def overlap_on_gpus(gpus: int, blocking: Sequence[float] = (),
 
 
 @verdict(
-    full_small=dict(cores=2, ranks=2, small=[0.6, 0.7], large=[0.1, 0.2]),
-    full_large=dict(cores=2, ranks=2, small=[0.1, 0.2], large=[0.6, 0.7]),
-    full_inside=dict(cores=2, ranks=2, small=[0.2, 0.8], large=[0.0, 0.6]),
-    free_small=dict(cores=16, ranks=2, small=[0.6, 0.7], large=[0.1, 0.2]),
-    free_large=dict(cores=16, ranks=2, small=[0.1, 0.2], large=[0.6, 0.7]),
-    free_inside=dict(cores=16, ranks=2, small=[0.2, 0.8], large=[0.0, 0.6]),
+    full_agree=dict(cores=2, ranks=2, cpu=([0.3, 0.4], [0.8, 0.9]),
+                    hidden=([0.6, 0.7], [0.1, 0.2])),
+    full_against=dict(cores=2, ranks=2, cpu=([0.8, 0.9], [0.3, 0.4]),
+                      hidden=([0.6, 0.7], [0.1, 0.2])),
+    full_unclear=dict(cores=2, ranks=2, cpu=([0.3, 0.4], [0.8, 0.9]),
+                      hidden=([0.2, 0.8], [0.0, 0.6])),
+    free_agree=dict(cores=16, ranks=2, cpu=([0.8, 0.9], [0.3, 0.4]),
+                    hidden=([0.1, 0.2], [0.6, 0.7])),
+    free_against=dict(cores=16, ranks=2, cpu=([0.3, 0.4], [0.8, 0.9]),
+                      hidden=([0.1, 0.2], [0.6, 0.7])),
+    free_unclear=dict(cores=16, ranks=2, cpu=([0.31, 0.81], [0.33, 0.54]),
+                      hidden=([0.1, 0.2], [0.6, 0.7])),
 )
-def cores_for_copying(cores: int, ranks: int, small: Sequence[float],
-                      large: Sequence[float]) -> Verdict:
-    """Whether the ranks' compute threads (one each) left cores to gloo's copying, and how
-    that stands with which size of message hid more (each trial's share hidden)."""
-    hid = {"lower": "small", "higher": "large", "inside": "inside"}[order(large, small)]
+def cores_for_copying(cores: int, ranks: int,
+                      cpu: tuple[Sequence[float], Sequence[float]],
+                      hidden: tuple[Sequence[float], Sequence[float]]) -> Verdict:
+    """Whether the ranks' compute threads (one each) left cores to gloo's thread, and
+    whether the size of message whose all-reduce alone kept its process busier hid less.
+    ``cpu`` and ``hidden``: (small, large), each trial's CPU share and share hidden."""
+    busier = {"lower": "large", "higher": "small", "inside": None}[order(*cpu)]
+    hid_more = {"lower": "large", "higher": "small", "inside": None}[order(*hidden)]
     if cores <= ranks:
         all_cores = {1: "this build's one core", 2: "both of this build's cores"}.get(
             cores, f"all {cores} of this build's cores")
         said = (f"With a compute thread each, the {ranks} ranks filled {all_cores}, so "
-                "gloo's copying had to share a core with computation (how much that slowed "
+                "gloo's thread had to share a core with computation (how much that slowed "
                 "the computation, this run does not measure)")
-        ending = {"small": ": large messages, which copy more, hid less, as that predicts.",
-                  "large": ", yet large messages hid more: the prediction that they hide "
-                           "less did not hold here.",
-                  "inside": ": whether large messages, which copy more, hid less, as "
-                            "that predicts, this run cannot tell (their ranges "
-                            "overlap)."}[hid]
-        return Verdict(f"full_{hid}", said + ending)
+        if busier is None or hid_more is None:
+            return Verdict("full_unclear", said + ": whether the size of message that kept "
+                                                  "its process busier hid less, this run "
+                                                  "cannot tell (the ranges overlap).")
+        if busier != hid_more:
+            return Verdict("full_agree", said + f": the {busier} messages, whose "
+                                                "all-reduce kept its process busier, hid "
+                                                "less, as sharing a core predicts.")
+        return Verdict("full_against", said + f", yet the {busier} messages, whose "
+                                              "all-reduce kept its process busier, hid "
+                                              "more: sharing a core does not explain which "
+                                              "size hid more here.")
     said = (f"With a compute thread each, the {ranks} ranks left {cores - ranks} of this "
-            f"build's {cores} cores to gloo's copying")
-    ending = {"small": "; small messages, which mostly wait, still hid more.",
-              "large": ", and large messages hid more.",
-              "inside": ", and which size hid more, this run cannot tell (their "
-                        "ranges overlap)."}[hid]
-    return Verdict(f"free_{hid}", said + ending)
+            f"build's {cores} cores to gloo's thread")
+    if busier is None or hid_more is None:
+        return Verdict("free_unclear", said + "; whether the size of message that kept its "
+                                              "process busier hid less, this run cannot "
+                                              "tell (the ranges overlap).")
+    if busier != hid_more:
+        return Verdict("free_agree", said + f", yet the {busier} messages, whose "
+                                            "all-reduce kept its process busier, still hid "
+                                            "less.")
+    return Verdict("free_against", said + f", and the {busier} messages, whose all-reduce "
+                                          "kept its process busier, hid more.")
 
 
 @verdict(
