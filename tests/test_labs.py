@@ -156,7 +156,7 @@ WRONG = {
     "hogwild": {
         "wrong_loss_float32": "computed its loss in float32 on a float64 model",
         "wrong_cast_float": "replaced the model's weight with a new tensor",
-        "wrong_file_lock": "took a lock (fcntl.flock): Hogwild takes none",
+        "wrong_file_lock": "took a lock, fcntl.flock at line 21",
         "wrong_weight_decay": "made an SGD with weight_decay=0.0001",
         "wrong_zero_grad_last": "wrote into the .grad the model arrived with",
         "wrong_zero_in_place": "wrote into the .grad the model arrived with",

@@ -34,13 +34,11 @@ The contract (labs/barrier.py), clause by clause, and what checks each:
 
 from __future__ import annotations
 
-import linecache
-import os
 import sys
 import threading
 import time
 
-from workers.labs.harness import Finding, job_store, replace_everywhere
+from workers.labs.harness import Finding, calls_from, job_store, replace_everywhere
 
 CHAPTER = "init_methods"
 FUNCTION = "store_barrier"
@@ -176,15 +174,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
 
     replace_everywhere({id(sleep): sleep}, {id(sleep): counted_sleep})
     torch_calls: list[str] = []
-
-    def torch_called(frame, event, arg):  # a torch.distributed function the reader called
-        caller = frame.f_back
-        if event == "call" and caller is not None and calls.solution and \
-                frame.f_globals.get("__name__", "").startswith("torch.distributed") and \
-                os.path.realpath(caller.f_code.co_filename) == calls.solution:
-            line = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
-            torch_calls.append(f"torch.distributed at line {caller.f_lineno} "
-                               f"({line[:70]})")
+    torch_called = calls_from(calls.solution, torch_calls, torch_distributed)
 
     with calls.reader():
         for barrier in range(given["barriers"]):
@@ -206,6 +196,13 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
             "written": [sorted(keys) for keys in store.written],
             "waited": [sorted(keys) for keys in store.waited],
             "timeouts": store.timeouts, "torch_calls": sorted(set(torch_calls))}
+
+
+def torch_distributed(frame, event, arg) -> str:
+    """For ``calls_from``: a call into torch.distributed, which this lab forbids."""
+    module = frame.f_globals.get("__name__", "")
+    return "torch.distributed" if event == "call" and module.startswith(
+        "torch.distributed") else ""
 
 
 def per_rank(rank: int, result: dict, given: dict) -> str:

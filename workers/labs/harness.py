@@ -29,6 +29,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import linecache
 import os
 import re
 import shutil
@@ -812,6 +813,35 @@ def counted_functions():
         original = getattr(functional, name, None)
         if callable(original):
             yield known_as, original, True
+
+
+def calls_from(home: str, noted: list, named) -> object:
+    """A profile function (for ``sys.setprofile``) that appends to ``noted`` every call made
+    from a line of the reader's file ``home`` that ``named(frame, event, arg)`` names: a
+    Python function's ``"call"`` (``frame`` is the callee's) or a C function's ``"c_call"``
+    (``frame`` is the caller's, ``arg`` the function). Each entry reads "<name> at line N
+    (<the line>)". Used where a lab forbids a kind of call that leaves no trace in what
+    the checker counts: a lock in Hogwild, torch.distributed in the store-only barrier."""
+    home = os.path.realpath(home)
+    real: dict[str, str] = {}
+
+    def watch(frame, event, arg):
+        if event not in ("call", "c_call"):
+            return
+        caller = frame if event == "c_call" else frame.f_back
+        if caller is None:
+            return
+        filename = caller.f_code.co_filename
+        if filename not in real:
+            real[filename] = os.path.realpath(filename)
+        if real[filename] != home:
+            return
+        name = named(frame, event, arg)
+        if name:
+            line = linecache.getline(filename, caller.f_lineno).strip()
+            noted.append(f"{name} at line {caller.f_lineno} ({line[:70]})")
+
+    return watch
 
 
 def watched_functions() -> dict:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import sys
 
-from workers.labs.harness import Finding, list_of
+from workers.labs.harness import Finding, calls_from, list_of
 
 CHAPTER = "hogwild"
 FUNCTION = "hogwild_train"
@@ -177,7 +177,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
 
     torch.Tensor.backward, torch.autograd.grad = recorded_backward, recorded_grad
     locks = []
-    sys.setprofile(lock_watcher(solution.__code__.co_filename, locks))
+    sys.setprofile(calls_from(solution.__code__.co_filename, locks, lock_taken))
     try:
         with calls.reader():
             solution(model, mine, given["lr"])
@@ -205,25 +205,19 @@ SYNCHRONIZING = ("Lock", "RLock", "_RLock", "Condition", "Semaphore", "BoundedSe
                  "Event", "Barrier", "SemLock")
 
 
-def lock_watcher(home: str, locks: list):
-    """A profile function that notes every lock the reader's code takes: fcntl's file
-    locks, and the lock objects of threading, multiprocessing and torch.multiprocessing
-    (their C methods, or their Python ones), called from a line of the reader's file."""
-    def watch(frame, event, arg):
-        caller = frame if event == "c_call" else frame.f_back
-        if caller is None or caller.f_code.co_filename != home:
-            return
-        if event == "c_call":
-            owner = type(getattr(arg, "__self__", None)).__module__
-            module = getattr(arg, "__module__", None)
-            if module == "fcntl" or owner in ("_thread", "_multiprocessing"):
-                locks.append(f"{module or owner}.{getattr(arg, '__qualname__', '?')}")
-        elif event == "call" and frame.f_globals.get("__name__") in (
-                "threading", "multiprocessing.synchronize") and \
-                frame.f_code.co_qualname.split(".")[0] in SYNCHRONIZING:
-            locks.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}")
-
-    return watch
+def lock_taken(frame, event, arg) -> str:
+    """For ``calls_from``: a lock the reader's line takes, by name: fcntl's file locks, and
+    the lock objects of threading, multiprocessing and torch.multiprocessing (their C
+    methods, or their Python ones); '' for any other call."""
+    if event == "c_call":
+        owner = type(getattr(arg, "__self__", None)).__module__
+        module = getattr(arg, "__module__", None)
+        if module == "fcntl" or owner in ("_thread", "_multiprocessing"):
+            return f"{module or owner}.{getattr(arg, '__qualname__', '?')}"
+    elif frame.f_globals.get("__name__") in ("threading", "multiprocessing.synchronize") \
+            and frame.f_code.co_qualname.split(".")[0] in SYNCHRONIZING:
+        return f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}"
+    return ""
 
 
 def plain_sgd(lr: float) -> dict:
@@ -272,7 +266,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                f"(optimizer.step(), or p.data.sub_(...))")]
     for rank, result in sorted(outcome.results.items()):
         if result["locks"]:
-            return [Finding(False, f"process {rank} took a lock ({result['locks'][0]}): "
+            return [Finding(False, f"process {rank} took a lock, {result['locks'][0]}: "
                                    f"Hogwild takes none; the processes' steps race, and "
                                    f"that is the method")]
     for rank, result in sorted(outcome.results.items()):
