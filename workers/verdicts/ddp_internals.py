@@ -194,36 +194,27 @@ def cores_for_copying(cores: int, ranks: int,
     ``cpu`` and ``hidden``: (small, large), each trial's CPU share and share hidden."""
     busier = {"lower": "large", "higher": "small", "inside": None}[order(*cpu)]
     hid_more = {"lower": "large", "higher": "small", "inside": None}[order(*hidden)]
+    busy = f"the {busier} messages, whose all-reduce kept its process busier,"
     if cores <= ranks:
         all_cores = {1: "this build's one core", 2: "both of this build's cores"}.get(
             cores, f"all {cores} of this build's cores")
-        said = (f"With a compute thread each, the {ranks} ranks filled {all_cores}, so "
-                "gloo's thread had to share a core with computation (how much that slowed "
-                "the computation, this run does not measure)")
+        said = (f"The {ranks} ranks' compute threads filled {all_cores}, so gloo's thread "
+                "shared a core with computation")
         if busier is None or hid_more is None:
-            return Verdict("full_unclear", said + ": whether the size of message that kept "
-                                                  "its process busier hid less, this run "
-                                                  "cannot tell (the ranges overlap).")
+            return Verdict("full_unclear", said + ": whether a busier all-reduce hid less, "
+                                                  "this run cannot tell.")
         if busier != hid_more:
-            return Verdict("full_agree", said + f": the {busier} messages, whose "
-                                                "all-reduce kept its process busier, hid "
-                                                "less, as sharing a core predicts.")
-        return Verdict("full_against", said + f", yet the {busier} messages, whose "
-                                              "all-reduce kept its process busier, hid "
-                                              "more: sharing a core does not explain which "
-                                              "size hid more here.")
-    said = (f"With a compute thread each, the {ranks} ranks left {cores - ranks} of this "
-            f"build's {cores} cores to gloo's thread")
+            return Verdict("full_agree", said + f": {busy} hid less, as that predicts.")
+        return Verdict("full_against", said + f", yet {busy} hid more: sharing a core does "
+                                              "not explain this run.")
+    said = (f"The {ranks} ranks' compute threads left {cores - ranks} of this build's "
+            f"{cores} cores to gloo's thread")
     if busier is None or hid_more is None:
-        return Verdict("free_unclear", said + "; whether the size of message that kept its "
-                                              "process busier hid less, this run cannot "
-                                              "tell (the ranges overlap).")
+        return Verdict("free_unclear", said + "; whether a busier all-reduce hid less, "
+                                              "this run cannot tell.")
     if busier != hid_more:
-        return Verdict("free_agree", said + f", yet the {busier} messages, whose "
-                                            "all-reduce kept its process busier, still hid "
-                                            "less.")
-    return Verdict("free_against", said + f", and the {busier} messages, whose all-reduce "
-                                          "kept its process busier, hid more.")
+        return Verdict("free_agree", said + f", yet {busy} still hid less.")
+    return Verdict("free_against", said + f", and {busy} hid more.")
 
 
 @verdict(
