@@ -272,8 +272,18 @@ def by_device_rank(rank: int, world_size: int, meets: list[Rendezvous], gpus: bo
     device = torch.device("cuda", rank) if gpus else torch.device("cpu", 0)
     if gpus:
         torch.cuda.set_device(device)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     for choice, meet in zip(CHOICES, meets):
         seen = {"choice": choice, "device": str(device)}
+        if 0 < count < world_size and "device_id" not in choice:
+            # nccl would bind two ranks to one GPU at once (_nccl2_device), which NCCL
+            # refuses, and a rank's error there can end the job: not tried (as the process
+            # groups chapter's no-backend demo does)
+            seen["skipped"] = (f"not tried: it would set up nccl for {world_size} ranks on "
+                               f"{count} GPU(s), which NCCL refuses")
+            say(rank, f"{choice}: {seen['skipped']}")
+            events.emit(rank, "by device", **seen)
+            continue
         try:
             init_by_device(rank, world_size, f"tcp://{meet.address}:{meet.port}", choice,
                            device)

@@ -278,14 +278,21 @@ def backends(rank: int, world_size: int, device, events: Events,
         group = dist.new_group(backend=backend, timeout=timeout)
         for device_type in devices:
             here = torch.device(device_type, rank if device_type == "cuda" else None)
+            refused = []
             for name, call in operations(rank, world_size, here, group).items():
+                error = try_it(call)
                 events.emit(rank, "support", backend=backend, device=device_type, op=name,
-                            error=try_it(call))
+                            error=error)
+                refused += [name] if error else []
             for dtype in DTYPES:
                 x = torch.ones(4, device=here).to(getattr(torch, dtype))
                 error = try_it(lambda x=x, g=group: dist.all_reduce(x, group=g))
                 events.emit(rank, "dtype", backend=backend, device=device_type, dtype=dtype,
                             error=error)
+                refused += [f"all_reduce of {dtype}"] if error else []
+            if rank == 0:  # the table the page draws from the events, in one line
+                said = f"refused {', '.join(refused)}" if refused else "all tried worked"
+                say(rank, f"{backend} on {device_type}: {said}")
         dist.barrier()
     built = ", ".join(name for name, ok in available.items() if ok)
     say(rank, f"tried {len(devices)} device type(s); backends built in: {built}")

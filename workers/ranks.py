@@ -311,14 +311,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         raise OSError(f"no free port found on {host}")
 
 
+def _outgoing_start() -> int:
+    """The first port of the OS's range for outgoing connections (Linux's default where it
+    cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def _ports_below_outgoing() -> tuple[int, int]:
     """Up to 8,192 ports just under the outgoing range; (0, 0), the OS's pick, where the
     range starts too low to leave room."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            start = int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        start = 32768  # Linux's default
+    start = _outgoing_start()
     if start < 10000:
         return 0, 0
     return max(1024, start - 8192), start - 1

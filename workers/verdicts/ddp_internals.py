@@ -150,9 +150,9 @@ def overlap_on_gpus(gpus: int, blocking: Sequence[float] = (),
     """What the overlap demo's nccl run, one rank per GPU of the machine, says of the large
     messages: blocking against overlapped step times, every trial of each."""
     if gpus == 0:
-        return Verdict("no_gpu", "This build had no GPU, so it did not check that: on a "
-                                 "GPU box the cell at the end of the page runs the same "
-                                 "demo on nccl and says here what it found.")
+        return Verdict("no_gpu", "This build had no GPU to check it; on a GPU box the "
+                                 "page's last cell runs the demo on nccl and says here "
+                                 "what it found.")
     if gpus == 1:
         return Verdict("one_gpu", "This build had one GPU, so it did not check that: "
                                   "the nccl run at the end of the page had one rank, with "
@@ -201,8 +201,7 @@ def cores_for_copying(cores: int, ranks: int,
         said = (f"The {ranks} ranks' compute threads filled {all_cores}, so gloo's thread "
                 "shared a core with computation")
         if busier is None or hid_more is None:
-            return Verdict("full_unclear", said + ": whether a busier all-reduce hid less, "
-                                                  "this run cannot tell.")
+            return Verdict("full_unclear", said + ".")
         if busier != hid_more:
             return Verdict("full_agree", said + f": {busy} hid less, as that predicts.")
         return Verdict("full_against", said + f", yet {busy} hid more: sharing a core does "
@@ -210,8 +209,7 @@ def cores_for_copying(cores: int, ranks: int,
     said = (f"The {ranks} ranks' compute threads left {cores - ranks} of this build's "
             f"{cores} cores to gloo's thread")
     if busier is None or hid_more is None:
-        return Verdict("free_unclear", said + "; whether a busier all-reduce hid less, "
-                                              "this run cannot tell.")
+        return Verdict("free_unclear", said + ".")
     if busier != hid_more:
         return Verdict("free_agree", said + f", yet {busy} still hid less.")
     return Verdict("free_against", said + f", and {busy} hid more.")

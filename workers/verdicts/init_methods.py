@@ -34,8 +34,10 @@ def arrival(first: Sequence[float], last: Sequence[float], late: float,
                                  "than they were early.")
     if where == "lower":
         return Verdict("lower", f"{said}: here the joins with rank 0 last were complete "
-                                f"sooner, in every repeat. {early}.")
-    return Verdict("inside", f"{said}: the two overlap, {NOISE}. {early}.")
+                                f"sooner, in every repeat. {early}: whether they waited "
+                                f"out the backoff below, this run does not show.")
+    return Verdict("inside", f"{said}: the two overlap, {NOISE}. {early}: whether they "
+                             f"waited out the backoff below, this run does not show.")
 
 
 @verdict(
