@@ -294,7 +294,8 @@ def count_forwards(model: nn.Module, state: dict) -> None:
 
 
 def accumulate(ddp: DDP, optimizer, micro_batches: list, use_no_sync: bool) -> None:
-    """One optimizer step over k micro-batches; with no_sync(), one all-reduce in all."""
+    """One optimizer step over k micro-batches; with no_sync(), one round of all-reduces
+    (one per bucket), in the last backward."""
     optimizer.zero_grad()
     k = len(micro_batches)
     for i, inputs in enumerate(micro_batches):

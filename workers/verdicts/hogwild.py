@@ -126,8 +126,11 @@ def _threads(count: int) -> str:
     return "1 thread" if count == 1 else f"{count} threads"
 
 
-# What sets the intra-op pool's size before PyTorch's own default: OMP_NUM_THREADS, then
-# MKL_NUM_THREADS (intraop_default_num_threads, aten/src/ATen/ParallelCommon.cpp)
+# What sets the intra-op pool's size before PyTorch's own default. Which wins where both
+# are set depends on the wheel: with MKL, MKL's count (mkl_get_max_threads, MKL_NUM_THREADS
+# first; init_num_threads, aten/src/ATen/ParallelOpenMP.cpp); without, OMP_NUM_THREADS
+# (intraop_default_num_threads, ParallelCommon.cpp). The verdicts name the one the count
+# shows.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -136,22 +139,33 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
     pytorch_one=dict(count=1, environ={"PATH": "/usr/bin"}),
     set=dict(count=4, environ={"OMP_NUM_THREADS": "4"}),
     set_both=dict(count=2, environ={"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}),
+    set_one_of_two=dict(count=2, environ={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2"}),
     not_taken=dict(count=2, environ={"OMP_NUM_THREADS": "4"}),
+    not_taken_both=dict(count=2, environ={"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "8"}),
 )
 def thread_default(count: int, environ: Mapping[str, str]) -> Verdict:
     """The thread count a process starts with here (``torch.get_num_threads()``), as a noun
-    phrase that names who chose it: PyTorch, or a variable of this build's environment
-    (OMP_NUM_THREADS first, as PyTorch reads them), or PyTorch where the variable asked for
-    another count (this wheel's MKL keeps to the physical cores)."""
+    phrase that names who chose it: PyTorch, or the variable of this build's environment
+    whose count it took (which of two wins depends on the wheel), or PyTorch where the
+    variables asked for another count (this wheel's MKL keeps to the physical cores)."""
     chosen = [f"{name}={environ[name]}" for name in THREAD_VARIABLES if environ.get(name)]
-    asked = next((environ[name] for name in THREAD_VARIABLES if environ.get(name)), None)
-    if asked is not None and asked.strip() != str(count):
+    taken = [f"{name}={environ[name]}" for name in THREAD_VARIABLES
+             if environ.get(name) and environ[name].strip() == str(count)]
+    if chosen and not taken:
+        if len(chosen) == 2:
+            return Verdict("not_taken_both", f"the {_threads(count)} PyTorch took, where "
+                                             f"{chosen[0]} and {chosen[1]} in this build's "
+                                             f"environment asked for other counts")
         return Verdict("not_taken", f"the {_threads(count)} PyTorch took, where "
                                     f"{chosen[0]} in this build's environment asked for "
-                                    f"{asked}")
-    if len(chosen) == 2:
+                                    f"{chosen[0].split('=', 1)[1]}")
+    if len(taken) == 2:
         return Verdict("set_both", f"the {_threads(count)} that {chosen[0]} and "
                                    f"{chosen[1]} in this build's environment set")
+    if len(chosen) == 2:
+        other = next(name for name in chosen if name not in taken)
+        return Verdict("set_one_of_two", f"the {_threads(count)} that {taken[0]} in this "
+                                         f"build's environment set, over {other}")
     if chosen:
         return Verdict("set", f"the {_threads(count)} that {chosen[0]} in this build's "
                               f"environment sets")
@@ -165,6 +179,7 @@ def thread_default(count: int, environ: Mapping[str, str]) -> Verdict:
     one_cpu=dict(pinned=1, default=1, environ={}),
     machine=dict(pinned=72, default=72, environ={}),
     set=dict(pinned=1, default=1, environ={"OMP_NUM_THREADS": "1"}),
+    set_differs=dict(pinned=1, default=2, environ={"OMP_NUM_THREADS": "4"}),
 )
 def cpu_set_default(pinned: int, default: int, environ: Mapping[str, str]) -> Verdict:
     """What the interpreter started on one CPU (``taskset -c``) took as its thread count,
@@ -172,9 +187,14 @@ def cpu_set_default(pinned: int, default: int, environ: Mapping[str, str]) -> Ve
     Markdown (the commands as code: Sphinx would curl their dashes)."""
     chosen = [f"{name}={environ[name]}" for name in THREAD_VARIABLES if environ.get(name)]
     if chosen:
-        return Verdict("set", f"Here `{'` and `'.join(chosen)}` in the environment decides "
-                              f"the count, so the CPU set changed nothing: the pinned "
-                              f"interpreter took {_threads(pinned)}, as this one did.")
+        verb = "is" if len(chosen) == 1 else "are"
+        named = f"`{'` and `'.join(chosen)}` {verb} set in the environment"
+        if pinned == default:
+            return Verdict("set", f"Here {named}, so the CPU set changed nothing: the "
+                                  f"pinned interpreter took {_threads(pinned)}, as this "
+                                  f"one did.")
+        return Verdict("set_differs", f"Here {named}, yet the pinned interpreter took "
+                                      f"{_threads(pinned)} where this one took {default}.")
     if pinned == default == 1:
         return Verdict("one_cpu", "This process may use one CPU only, so the test says "
                                   "nothing: pinned to one CPU or not, the interpreter took "
