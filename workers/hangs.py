@@ -28,6 +28,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -511,14 +512,24 @@ def collective_in(frames: list[Frame]) -> str | None:
 
 
 class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, address: str, timeout: float):
+    """HTTP over the abstract socket ``\\0torch-worker-<pid>``, to process ``pid`` only. An
+    abstract name has no permissions: any local user can bind the name of a process that
+    serves none, and ``read_recorder`` unpickles the answer. So the peer's pid, which the
+    kernel reports (SO_PEERCRED), must be ``pid``."""
+
+    def __init__(self, pid: int, timeout: float):
         super().__init__("localhost", timeout=timeout)
-        self.address = address
+        self.pid = pid
 
     def connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
-        self.sock.connect(self.address)
+        self.sock.connect(f"\0torch-worker-{self.pid}")
+        credentials = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                           struct.calcsize("3i"))
+        peer, _, _ = struct.unpack("3i", credentials)
+        if peer != self.pid:
+            raise ConnectionRefusedError(f"torch-worker-{self.pid} is served by pid {peer}")
 
 
 def ask(pid: int, handler: str, timeout: float = 10.0, failed: bool = False,
@@ -526,7 +537,7 @@ def ask(pid: int, handler: str, timeout: float = 10.0, failed: bool = False,
     """What the worker server of process ``pid`` answers to ``handler``; None when the
     process serves none (it never called serve_dumps) or, unless ``failed``, when the
     handler failed."""
-    connection = _UnixConnection(f"\0torch-worker-{pid}", timeout)
+    connection = _UnixConnection(pid, timeout)
     try:
         connection.request("POST", f"/handler/{handler}")
         response = connection.getresponse()
