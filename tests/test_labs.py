@@ -191,6 +191,8 @@ WRONG = {
         "wrong_empty_returns_early": "without joining the all_reduce the other ranks were "
                                      "waiting in",
         "wrong_agree_through_store": "never called all_reduce: the ranks must agree",
+        "wrong_pop_from_end": "in that order: each step takes the next batch, from the first",
+        "wrong_read_before_wait": "read a tensor with .item() that its all_reduce",
     },
     "hung_rank": {
         "wrong_latest_collective": "going on to wait in an all_reduce: you answered [1] and",

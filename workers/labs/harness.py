@@ -716,6 +716,24 @@ class Calls:
         work_class.wait = work_wait
         work_class.get_future = work_get_future
         work_class.is_completed = work_is_completed
+        item = torch.Tensor.item
+
+        def read_item(tensor):  # the reader reads a value: is a Work still writing it?
+            if calls.counting and calls._flying and not getattr(calls._local, "inside", 0):
+                start = tensor.data_ptr()
+                end = start + max(tensor.numel(), 1) * tensor.element_size()
+                for flight in list(calls._flying.values()):
+                    if flight.record["name"] in (*RECEIVES, *IN_PLACE) and any(
+                            a < end and start < b for a, b in flight.buffers):
+                        calls.problems.append(
+                            f"read a tensor with .item() that its "
+                            f"{flight.record['what']} was still writing, before wait(): "
+                            f"until wait() returns it may still hold this rank's own "
+                            f"value")
+                        break
+            return item(tensor)
+
+        torch.Tensor.item = read_item
         future_wait, then = future_class.wait, future_class.then
 
         def future_waited(future):
@@ -1222,6 +1240,10 @@ def ended_findings(outcome: Outcome, function: str) -> list[Finding]:
                          "the same collective calls, in the same order")
         for rank in sorted(outcome.waiting):
             texts.append(f"  rank {rank} was {outcome.waiting[rank]}")
+        read = [(rank, outcome.results[rank]["problems"][0]) for rank in done
+                if outcome.results[rank].get("problems")]
+        if read:
+            texts.append(f"  rank {read[0][0]} {read[0][1]}")
         if done:
             texts.append(f"  rank{'s' if len(done) > 1 else ''} {list_of(done)} had "
                          f"returned from {function}()")

@@ -83,11 +83,12 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     ddp = DDP(model(seed))
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
     mine = batches(seed, rank, counts[rank])
+    known = list(mine)  # the reader's code may take batches out of the list it is given
     used, joined = [], []
 
     def counted(module, args):  # which batch each forward is: the log says where a rank is
         inputs = args[0] if args else None
-        index = next((i for i, batch in enumerate(mine) if inputs is batch or (
+        index = next((i for i, batch in enumerate(known) if inputs is batch or (
             isinstance(inputs, torch.Tensor) and inputs.shape == batch.shape
             and torch.equal(inputs, batch))), -1)
         used.append(index)
@@ -154,15 +155,18 @@ def judge(world_size: int, outcome, given: dict) -> list:
     taken = steps[0]
     if taken != shortest:
         few = "too few" if taken < shortest else "too many"
-        return [Finding(False, f"every rank took {taken} steps; the rank with the fewest "
+        return [Finding(False, f"every rank took {counted(taken, 'step')}; the rank with "
+                               f"the fewest "
                                f"batches has {shortest}: {few} (an off-by-one in when to "
                                f"stop?)")]
     for rank, result in sorted(outcome.results.items()):
         used = result["used"]
         runs = [i for p, i in enumerate(used) if p == 0 or used[p - 1] != i]
         if runs != list(range(taken)):
-            return [Finding(False, f"rank {rank} trained on its batches {list_of(runs)}: "
-                                   f"each step takes the next batch, from the first")]
+            named = [str(i) if i >= 0 else "a tensor that is none of them" for i in runs]
+            return [Finding(False, f"rank {rank} trained on its batches {list_of(named)}, "
+                                   f"in that order: each step takes the next batch, from "
+                                   f"the first")]
     agreed = agreement_finding(outcome, taken)
     if agreed:
         return [agreed]
