@@ -495,9 +495,12 @@ def shown_path(filename: str) -> str:
 
 
 COLLECTIVES = {"all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
-               "reduce_scatter", "reduce_scatter_tensor", "reduce", "gather", "scatter",
-               "all_to_all", "all_to_all_single", "send", "recv", "monitored_barrier",
-               "wait"}
+               "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
+               "reduce_scatter_single", "reduce", "gather", "scatter", "all_to_all",
+               "all_to_all_single", "send", "recv", "monitored_barrier", "wait",
+               "all_gather_object", "broadcast_object_list", "gather_object",
+               "scatter_object_list", "send_object_list", "recv_object_list",
+               "all_reduce_coalesced", "all_gather_coalesced"}
 
 
 def collective_in(frames: list[Frame]) -> str | None:
@@ -768,8 +771,9 @@ def from_recorders(seq, here: dict[int, Entry | None], processes, recorders) -> 
     mine_count, theirs_count = counts[culprits[0]], counts[waiting[0]]
     if whole and len({counts[r] for r in culprits}) == 1 and \
             len({counts[r] for r in waiting}) == 1 and 0 < mine_count != theirs_count:
-        text += (f"; {ranks_text(culprits)} called {reference} {mine_count} times, "
-                 f"{ranks_text(waiting)} {theirs_count} times")
+        text += (f"; {ranks_text(culprits)} called {reference} "
+                 f"{plural(mine_count, 'time')}, {ranks_text(waiting)} "
+                 f"{plural(theirs_count, 'time')}")
     return Verdict("out of step", culprits, waiting, reference, seq, where_of(theirs.line),
                    where_of(mine.line), mine.op, text)
 
@@ -828,6 +832,10 @@ def from_stacks(processes: dict[int, Process], served: bool = False,
         text = (f"every rank waits in a collective ({lines}): without the flight "
                 f"recorders, the stacks cannot tell which rank is out of step")
         return Verdict("no recorder", [], waiting, None, None, None, None, None, text)
+    if served and empty:  # on nccl a rank waits for the GPU, at an .item() or a sync
+        return Verdict("recorders empty", [], [], None, None, None, None, None,
+                       f"no rank waits in a torch.distributed call, and {EMPTY}: neither "
+                       f"the stacks nor the recorders show where this job is stuck")
     return Verdict("not hung", [], [], None, None, None, None, None,
                    "no rank waits in a collective: this does not look like a hung job")
 
