@@ -195,6 +195,7 @@ WRONG = {
         "wrong_read_before_wait": "read a tensor with .item() that its all_reduce",
     },
     "hung_rank": {
+        "wrong_trust_retired": "both calls at that number finished, as nccl can let them",
         "wrong_latest_collective": "going on to wait in an all_reduce: you answered [1] and",
         "wrong_returns_set": "you named the right ranks, as a set: return them as a sorted",
         "wrong_behind_and_odd": "in whose place rank",
