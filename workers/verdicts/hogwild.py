@@ -61,8 +61,9 @@ def hogwild_accuracy(one: Sequence[float], hog: Sequence[float]) -> Verdict:
         return Verdict("higher", "Hogwild's higher, beyond the spread: its processes draw "
                                  "their own batches and keep their own momentum, and this "
                                  "run does not say which helped")
-    return Verdict("overlap", "the ranges overlap: the updates that overwrote each other "
-                              "cost nothing measurable here")
+    return Verdict("overlap", "the ranges overlap: lost and stale updates, and the "
+                              "processes' own batch orders and momentum, cost nothing "
+                              "measurable here")
 
 
 @verdict(
