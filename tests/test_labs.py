@@ -119,6 +119,7 @@ WRONG = {
         "wrong_float32_buffer": "the mean to float32's precision only",
     },
     "comm_hook": {
+        "wrong_divides_by_two": "gradients are DDP's average times 1.5: divide by the world",
         "wrong_skip_zero_bucket": "the ranks were in different calls",
         "wrong_shared_cache": "it had handed that Work on with get_future(), whose future "
                               "no one had waited for yet",

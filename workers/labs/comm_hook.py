@@ -210,8 +210,18 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                            f"size"))
         else:
             worst = max((h - d).abs().max().item() for h, d in pairs)
-            findings.append(Finding(False, f"rank {rank}'s gradients differ from DDP's "
-                                           f"average by up to {worst:.1e}"))
+            hooked = torch.cat([h.flatten() for h, _ in pairs]).double()
+            default = torch.cat([d.flatten() for _, d in pairs]).double()
+            norm = (default * default).sum().item()
+            times = (hooked * default).sum().item() / norm if norm else 0.0
+            if times and torch.allclose(hooked, default * times, rtol=1e-2, atol=1e-4):
+                findings.append(Finding(False, f"rank {rank}'s gradients are DDP's average "
+                                               f"times {times:.3g}: divide by the world "
+                                               f"size, {n} here, not by a number written "
+                                               f"in"))
+            else:
+                findings.append(Finding(False, f"rank {rank}'s gradients differ from "
+                                               f"DDP's average by up to {worst:.1e}"))
         break
     else:
         findings.append(Finding(True, "after backward, the gradients are DDP's average, to "
