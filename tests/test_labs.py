@@ -155,6 +155,7 @@ WRONG = {
         "wrong_small_params_whole": "a value's state lives on one rank, a small",
     },
     "hogwild": {
+        "wrong_one_big_batch": "inputs that are none of its batches: one forward per batch",
         "wrong_loss_float32": "computed its loss in float32 on a float64 model",
         "wrong_cast_float": "replaced the model's weight with a new tensor",
         "wrong_file_lock": "took a lock, fcntl.flock at line 21",

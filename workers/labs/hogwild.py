@@ -232,7 +232,8 @@ def order_mistake(used: list, steps: int) -> str:
     if runs == list(range(steps)):  # (a forward pass to print the loss) is one use
         return ""
     if -1 in runs:
-        return "ran the model on inputs that are not its batches' (copies changed?)"
+        return ("ran the model on inputs that are none of its batches: one forward per "
+                "batch as given, not batches joined, cut or changed")
     if runs == list(range(steps))[::-1]:
         return "took its batches in reverse order: one step per batch, in the order given"
     missing = sorted(set(range(steps)) - set(runs))
