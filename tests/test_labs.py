@@ -82,6 +82,7 @@ WRONG = {
         "wrong_reads_before_wait": "it read a buffer that an irecv was still receiving",
     },
     "pair_groups": {
+        "wrong_destroy_groups": "called destroy_process_group: this lab sums each pair",
         "wrong_float32_copy": "to float32's precision only",
         "wrong_no_group": "ran without group=",
         "wrong_own_group_only": "the ranks made different new_group calls",
@@ -139,6 +140,10 @@ WRONG = {
         "wrong_returns_float16": "cast the result back to the buffer's dtype",
     },
     "zero1": {
+        "wrong_adamw": "made torch.optim.AdamW, where this lab asks for torch.optim.Adam",
+        "wrong_float32_parts": "Adam's state is float32 on a float64 model",
+        "wrong_fresh_adam_each_step": "optimizer(s) inside step(), so Adam's moments started again",
+        "wrong_gather_before_update": "one step behind: all-gather the parts after Adam's step",
         "wrong_skip_zero_part": "where every rank's gradient was all zeros; Adam steps",
         "wrong_skip_zero_grad": "the ranks were in different calls",
         "wrong_full_state": "ZeRO-1 keeps about 1/N on each rank",

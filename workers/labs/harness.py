@@ -187,7 +187,7 @@ COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_in
                "scatter_object_list", "send_object_list", "recv_object_list",
                "all_reduce_coalesced", "all_gather_coalesced", "gather_into_tensor",
                "gather_single", "_all_gather_base", "_reduce_scatter_base",
-               "new_group", "init_device_mesh")
+               "new_group", "init_device_mesh", "destroy_process_group")
 SENDS = ("isend", "send")
 RECEIVES = ("irecv", "recv")
 # What each collective is called by the family a lab allows ("one reduce-scatter").

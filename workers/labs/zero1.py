@@ -19,6 +19,9 @@ The contract (labs/zero1.py), clause by clause, and what checks each:
   on every rank fails: at 3 ranks the last bias has 2 values); none on any rank fails
   too.
 - An even split, not whole parameters dealt round the ranks: the share each rank holds.
+- The How is one way: any split that meets the above passes (parts that differ by one
+  value, another assignment of parts to ranks).
+- One torch.optim.Adam, made once: the optimizers the reader's code makes, and when.
 - Only the collectives named, the same on every rank; not ZeroRedundancyOptimizer.
 - World sizes 2 and 3, widths and learning rates drawn from the seed.
 - The caller clears the gradients before each backward (parameter.grad = None).
@@ -108,15 +111,17 @@ def adam_state_values() -> int:
                if isinstance(value, torch.Tensor) and key != "step")
 
 
-def single(world_size: int, given: dict, scale: float = 1.0, skip_silent: bool = False):
+def single(world_size: int, given: dict, scale: float = 1.0, skip_silent: bool = False,
+           steps: int = STEPS):
     """One process, every rank's inputs at once, a whole Adam: DDP's computation.
     ``scale``: the gradients times this (N: summed over ranks instead of averaged);
-    ``skip_silent``: no Adam step where the whole gradient is zeros (a mistake's)."""
+    ``skip_silent``: no Adam step where the whole gradient is zeros (a mistake's);
+    ``steps``: fewer, for weights one step behind."""
     import torch
 
     model = tower(given)
     optimizer = torch.optim.Adam(model.parameters(), lr=given["lr"])
-    for step in range(STEPS):
+    for step in range(steps):
         optimizer.zero_grad()
         # DDP's mean over the ranks of each rank's loss, one rank's weighed 0 at "zeros"
         loss = sum(model(inputs(given, rank, step)).pow(2).mean() *
@@ -128,20 +133,40 @@ def single(world_size: int, given: dict, scale: float = 1.0, skip_silent: bool =
 
 
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
+    import torch
+
     model = tower(given)
     before = adam_state_values()
-    with calls.reader():
-        step = solution(model, given["lr"])
-    if not callable(step):
-        raise TypeError(f"zero1_optimizer returned {type(step).__name__}, not a function "
-                        f"step()")
-    for s in range(STEPS):
-        for parameter in model.parameters():
-            parameter.grad = None
-        (model(inputs(given, rank, s)).pow(2).mean() * weight(given, rank, s)).backward()
+    made = []  # each optimizer the reader's code makes, and in which call
+    optimizer_init = torch.optim.Optimizer.__init__
+
+    def noted_init(optimizer, *args, **kwargs):
+        made.append((type(optimizer).__name__, phase[0]))
+        return optimizer_init(optimizer, *args, **kwargs)
+
+    phase = ["zero1_optimizer"]
+    torch.optim.Optimizer.__init__ = noted_init
+    try:
         with calls.reader():
-            step()
-    result = {"weights": [p.detach().clone() for p in model.parameters()],
+            step = solution(model, given["lr"])
+        if not callable(step):
+            raise TypeError(f"zero1_optimizer returned {type(step).__name__}, not a "
+                            f"function step()")
+        for s in range(STEPS):
+            for parameter in model.parameters():
+                parameter.grad = None
+            loss = model(inputs(given, rank, s)).pow(2).mean() * weight(given, rank, s)
+            loss.backward()
+            phase[0] = "step()"
+            with calls.reader():
+                step()
+    finally:
+        torch.optim.Optimizer.__init__ = optimizer_init
+    dtypes = sorted({str(value.dtype).removeprefix("torch.") for optimizer in optimizers()
+                     for state in optimizer.state.values() for key, value in state.items()
+                     if isinstance(value, torch.Tensor) and key != "step"})
+    result = {"made": made, "state_dtypes": dtypes,
+              "weights": [p.detach().clone() for p in model.parameters()],
               "state": adam_state_values() - before,
               "values": sum(p.numel() for p in model.parameters()),
               "tensors": len(list(model.parameters())),
@@ -152,6 +177,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         result["summed"] = single(world_size, given, scale=world_size)
         result["halved"] = single(world_size, given, scale=1 / world_size)
         result["skipped"] = single(world_size, given, skip_silent=True)
+        result["behind"] = single(world_size, given, steps=STEPS - 1)
     return result
 
 
@@ -194,7 +220,31 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                f"all-gather the updated shards so every rank has them all")]
     findings = []
     off = largest_difference(first["weights"], first["single"])
+    other = sorted({name for r in results.values() for name, _ in r["made"]} - {"Adam"})
+    renewed = {rank: sum(when == "step()" for _, when in r["made"])
+               for rank, r in results.items()}
+    dtype = str(first["weights"][0].dtype).removeprefix("torch.")
+    if off > TOLERANCE and other:
+        return [Finding(False, f"the weights are {off:.1e} from DDP's: the code made "
+                               f"torch.optim.{other[0]}, where this lab asks for "
+                               f"torch.optim.Adam (AdamW's default weight decay alone "
+                               f"moves the weights)")]
+    if off > TOLERANCE and any(renewed.values()):
+        rank = min(r for r, count in renewed.items() if count)
+        return [Finding(False, f"the weights are {off:.1e} from DDP's: rank {rank} made "
+                               f"{renewed[rank]} optimizer(s) inside step(), so Adam's "
+                               f"moments started again: make one Adam, once, in "
+                               f"zero1_optimizer")]
+    if off > TOLERANCE and first["state_dtypes"] and dtype not in first["state_dtypes"]:
+        return [Finding(False, f"the weights are {off:.1e} from DDP's: Adam's state is "
+                               f"{first['state_dtypes'][0]} on a {dtype} model: make the "
+                               f"parts in the parameters' dtype (torch.zeros and "
+                               f"torch.empty make float32 unless told)")]
     if off > TOLERANCE:
+        if largest_difference(first["weights"], first["behind"]) <= TOLERANCE:
+            return [Finding(False, f"the weights are {off:.1e} from DDP's: they are DDP's "
+                                   f"one step behind: all-gather the parts after Adam's "
+                                   f"step, not before it")]
         if largest_difference(first["weights"], first["summed"]) <= TOLERANCE:
             text = (f"the weights are {off:.1e} from DDP's: they match Adam on gradients "
                     f"summed over the ranks, not averaged: divide by the world size (Adam "
