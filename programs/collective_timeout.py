@@ -21,7 +21,7 @@ def main(rank: int, world_size: int) -> None:
         began = time.time()
         try:
             dist.all_reduce(torch.ones(1), group=group)
-        except RuntimeError as error:  # DistBackendError: the timeout, not a crash
+        except RuntimeError as error:  # gloo's timeout is a RuntimeError, not a crash
             print(f"[rank 0] gave up after {time.time() - began:.1f} s: "
                   f"{str(error).split('] ')[-1]}", flush=True)
     print(f"[rank {rank}] leaves", flush=True)

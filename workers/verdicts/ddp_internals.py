@@ -151,13 +151,13 @@ def overlap_on_gpus(gpus: int, blocking: Sequence[float] = (),
     messages: blocking against overlapped step times, every trial of each."""
     if gpus == 0:
         return Verdict("no_gpu", "This build had no GPU to check it; on a GPU box the "
-                                 "page's last cell runs the demo on nccl and says here "
-                                 "what it found.")
+                                 "cell in the section of that name runs the demo on nccl "
+                                 "and says here what it found.")
     if gpus == 1:
         return Verdict("one_gpu", "This build had one GPU, so it did not check that: "
-                                  "the nccl run at the end of the page had one rank, with "
+                                  "the nccl run under On a GPU box had one rank, with "
                                   "no peer to all-reduce with.")
-    said = f"On this build's {gpus} GPUs (the nccl run at the end of the page),"
+    said = f"On this build's {gpus} GPUs (the nccl run under On a GPU box),"
     where = order(overlapped, blocking)
     if where == "lower":
         return Verdict("lower", f"{said} overlapped steps with the large messages were "
