@@ -369,7 +369,9 @@ def demo_pitfalls(args, events: Events) -> int:
     for name in PITFALLS:
         say_main(f"--- {name}")
         meet = rendezvous_of(args, "tcp", fresh=True)
-        launch(pitfall_rank, (2, meet, name, events), 2, timeout=meet.timeout + 5)
+        # each rank ends by itself; the bound only stops a stray one, and leaves a client's
+        # connect retries, whose backoff can reach seconds under load, time to fail
+        launch(pitfall_rank, (2, meet, name, events), 2, timeout=meet.timeout + 15)
     return 0
 
 
@@ -577,6 +579,7 @@ def check(parser, args) -> None:
                          f"{error.strerror}")
     if getattr(args, "file", None) is None:
         args.file = fresh_file()
+    args.file = os.path.abspath(args.file)  # file://runs/x would name the host "runs"
     folder = os.path.dirname(os.path.abspath(args.file))
     if not os.access(folder, os.W_OK):
         parser.error(f"argument --file: cannot create a file in {folder}")
