@@ -143,7 +143,7 @@ WRONG = {
         "wrong_adamw": "made torch.optim.AdamW, where this lab asks for torch.optim.Adam",
         "wrong_float32_parts": "Adam's state is float32 on a float64 model",
         "wrong_fresh_adam_each_step": "optimizer(s) inside step(), so Adam's moments started again",
-        "wrong_gather_before_update": "one step behind: all-gather the parts after Adam's step",
+        "wrong_gather_before_update": "step behind its parts: all-gather the parts after Adam's step",
         "wrong_skip_zero_part": "where every rank's gradient was all zeros; Adam steps",
         "wrong_skip_zero_grad": "the ranks were in different calls",
         "wrong_full_state": "ZeRO-1 keeps about 1/N on each rank",
