@@ -21,7 +21,8 @@ def all_reduce_from_two(tensor: torch.Tensor) -> None:
 
     How: after the reduce-scatter each rank holds the sum of its own 1/N of the tensor
     (N the world size); the all-gather hands every rank every part. Pad the tensor with
-    zeros to a multiple of N first, and drop the padding at the end.
+    zeros to the next multiple of N first (no padding when N divides its length: each
+    part is then exactly 1/N of it), and drop the padding at the end.
 
     May call: dist.get_rank(), dist.get_world_size(), one dist.reduce_scatter_single (before
     PyTorch 2.13: dist.reduce_scatter_tensor; or the list form dist.reduce_scatter), one

@@ -51,6 +51,7 @@ WRONG = {
         "wrong_private_torch_barrier": "called torch.distributed at line",
     },
     "two_collectives": {
+        "wrong_always_pad": "already divide by",
         "wrong_all_reduce_when_tiny": "rank 0 called all_reduce: this lab builds",
         "wrong_mean": "holds the mean, not the sum",
         "wrong_no_padding": "elements do not divide by 2: pad the tensor",
@@ -142,8 +143,8 @@ WRONG = {
     "zero1": {
         "wrong_adamw": "made torch.optim.AdamW, where this lab asks for torch.optim.Adam",
         "wrong_float32_parts": "Adam's state is float32 on a float64 model",
-        "wrong_fresh_adam_each_step": "optimizer(s) inside step(), so Adam's moments started again",
-        "wrong_gather_before_update": "step behind its parts: all-gather the parts after Adam's step",
+        "wrong_fresh_adam_each_step": "inside step(), so Adam's moments started again",
+        "wrong_gather_before_update": "behind its parts: all-gather the parts after Adam's step",
         "wrong_skip_zero_part": "where every rank's gradient was all zeros; Adam steps",
         "wrong_skip_zero_grad": "the ranks were in different calls",
         "wrong_full_state": "ZeRO-1 keeps about 1/N on each rank",
