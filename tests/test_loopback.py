@@ -101,11 +101,35 @@ class Seen:
         return {where for where in self.listening if is_loopback(where[0])}
 
     def elsewhere(self, but_ports=()) -> set:
-        """Connections to an address outside loopback, but those to or from ``but_ports``."""
+        """Connections to an address outside loopback, but those to or from ``but_ports``
+        and the machine's own name lookups (see ``is_name_lookup``)."""
         return {f"{who}: {laddr.ip}:{laddr.port} -> {raddr.ip}:{raddr.port} ({status})"
                 for who, laddr, raddr, status in self.connections
-                if not is_loopback(raddr.ip)
+                if not is_loopback(raddr.ip) and not is_name_lookup(raddr)
                 and laddr.port not in but_ports and raddr.port not in but_ports}
+
+
+def nameservers(path: str = "/etc/resolv.conf") -> set[str]:
+    """The DNS servers this machine's resolver asks."""
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return set()
+    return {line.split()[1] for line in lines if line.split()[:1] == ["nameserver"]
+            and len(line.split()) > 1}
+
+
+NAMESERVERS = nameservers()
+
+
+def is_name_lookup(raddr) -> bool:
+    """A query to one of this machine's DNS servers (port 53). c10d's TCP store names each
+    peer it connects to with a reverse lookup of its address (strace shows a rank asking
+    for 1.0.0.127.in-addr.arpa, the ::ffff:127.0.0.1 it dialled, which no hosts file line
+    answers); where the DNS server is slow to answer, as in one CI run, the query's socket
+    lives long enough to be sampled. That is the machine's resolver, not the job talking
+    to a peer."""
+    return raddr.port == 53 and raddr.ip in NAMESERVERS
 
 
 def look(process: psutil.Process, seen: Seen) -> None:
