@@ -321,6 +321,15 @@ def explain(world_size: int, outcome, given: dict) -> list:
         if found:
             waited |= set(re.findall(r"'([^']*)'", found.group(1)))
     never = sorted(waited - written)
+    through = sorted(rank for rank in outcome.results if rank not in outcome.waiting)
+    if never and through and outcome.waiting:
+        stuck = min(outcome.waiting)
+        return [f"rank {through[0]} went through all {given['barriers']} barriers while "
+                f"rank {stuck} still waited in one, for {never[0]!r}, which no rank ever "
+                f"wrote: a barrier let rank {through[0]} out and never rank {stuck}; a "
+                f"rank that leaves and enters the next barrier at once must find it new "
+                f"(write what the next call reads, such as its number, before you "
+                f"release anyone)"]
     if never:
         return [f"the ranks waited for {', '.join(map(repr, never[:3]))}, which no rank "
                 f"ever set or added: check the keys' names"]

@@ -151,6 +151,19 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
             "default_weights": [p.detach().clone() for p in default.parameters()]}
 
 
+def ranks_apart(outcome) -> str:
+    """Where the ranks' gradients differ from each other: what the hook returned was
+    not the all-reduced tensor, which is the same on every rank."""
+    first = outcome.results[0]["hooked"]
+    apart = max((h - f).abs().max().item() for result in outcome.results.values()
+                for h, f in zip(result["hooked"], first))
+    if apart == 0:
+        return ""
+    return (f", and the ranks' gradients differ from each other by up to {apart:.1e}: "
+            f"the hook's future gave DDP a tensor the all_reduce did not write (.to() and "
+            f".half() make a copy); return the all-reduced tensor, cast back, from then()")
+
+
 def judge(world_size: int, outcome, given: dict) -> list:
     import torch
 
@@ -221,7 +234,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                                f"in"))
             else:
                 findings.append(Finding(False, f"rank {rank}'s gradients differ from "
-                                               f"DDP's average by up to {worst:.1e}"))
+                                               f"DDP's average by up to {worst:.1e}"
+                                               f"{ranks_apart(outcome)}"))
         break
     else:
         findings.append(Finding(True, "after backward, the gradients are DDP's average, to "

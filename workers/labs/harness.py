@@ -716,24 +716,30 @@ class Calls:
         work_class.wait = work_wait
         work_class.get_future = work_get_future
         work_class.is_completed = work_is_completed
-        item = torch.Tensor.item
+        def reading(name, read):  # the reader reads a value: is a Work still writing it?
+            shown = {"__bool__": "bool()", "__int__": "int()", "__float__": "float()",
+                     "__index__": "an index"}.get(name, f".{name}()")
 
-        def read_item(tensor):  # the reader reads a value: is a Work still writing it?
-            if calls.counting and calls._flying and not getattr(calls._local, "inside", 0):
-                start = tensor.data_ptr()
-                end = start + max(tensor.numel(), 1) * tensor.element_size()
-                for flight in list(calls._flying.values()):
-                    if flight.record["name"] in (*RECEIVES, *IN_PLACE) and any(
-                            a < end and start < b for a, b in flight.buffers):
-                        calls.problems.append(
-                            f"read a tensor with .item() that its "
-                            f"{flight.record['what']} was still writing, before wait(): "
-                            f"until wait() returns it may still hold this rank's own "
-                            f"value")
-                        break
-            return item(tensor)
+            def read_value(tensor, *args, **kwargs):
+                if calls.counting and calls._flying and \
+                        not getattr(calls._local, "inside", 0):
+                    start = tensor.data_ptr()
+                    end = start + max(tensor.numel(), 1) * tensor.element_size()
+                    for flight in list(calls._flying.values()):
+                        if flight.record["name"] in (*RECEIVES, *IN_PLACE) and any(
+                                a < end and start < b for a, b in flight.buffers):
+                            calls.problems.append(
+                                f"read a tensor with {shown} that its "
+                                f"{flight.record['what']} was still writing, before "
+                                f"wait(): until wait() returns it may still hold this "
+                                f"rank's own value")
+                            break
+                return read(tensor, *args, **kwargs)
 
-        torch.Tensor.item = read_item
+            return read_value
+
+        for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+            setattr(torch.Tensor, name, reading(name, getattr(torch.Tensor, name)))
         future_wait, then = future_class.wait, future_class.then
 
         def future_waited(future):
@@ -963,7 +969,7 @@ def join(rank: int, plan: Plan, calls: Calls) -> None:
     from workers.job import sockets_on_loopback
 
     sockets_on_loopback()  # the store listens on 127.0.0.1 (serve_store), and gloo too
-    with calls.logged("init_process_group (the checker's)"):
+    with calls.logged(CHECKERS_INIT):
         dist.init_process_group(
             "gloo", store=job_store(plan.group_timeout), rank=rank,
             world_size=plan.world_size, timeout=timedelta(seconds=plan.group_timeout))
@@ -1120,13 +1126,17 @@ def run_job(lab, world_size: int, path: Path, timeout: float, given) -> Outcome:
 # How long every rank of a job may sit blocked in a call, with no rank writing a line of its
 # log, before the job is called a deadlock and stopped (its timeout is the last resort).
 STALLED = 1.5
+# The checker's own set-up is not the reader's: ranks slow to meet there, as on a loaded
+# machine, are left to the job's timeout and never called a deadlock.
+CHECKERS_INIT = "init_process_group (the checker's)"
 
 
 class Watchdog:
     """Stops a job early when it can no longer move: every rank is inside a call (a
     collective, a receive, a store's wait, DDP's backward) and no rank has logged anything
     for ``STALLED`` seconds. A rank busy in Python is in no call, so a slow solution is not
-    taken for a deadlock."""
+    taken for a deadlock; nor are ranks that all wait in the checker's own
+    init_process_group."""
 
     def __init__(self, folder: Path, world_size: int):
         self.folder, self.world_size = folder, world_size
@@ -1155,7 +1165,9 @@ class Watchdog:
                 continue
             if time.monotonic() - since < STALLED:
                 continue
-            if all(read_log(log)[0].startswith("waiting in ") for log in logs):
+            where = [read_log(log)[0] for log in logs]
+            if all(at.startswith("waiting in ") for at in where) and not all(
+                    at.startswith(f"waiting in {CHECKERS_INIT}") for at in where):
                 self.stalled_at = time.monotonic()
                 self._stop_ranks()
                 return

@@ -273,6 +273,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
     for rank, result in sorted(outcome.results.items()):
         got = shared[BLOCK * rank: BLOCK * (rank + 1)]
         want = result["alone"]
+        if got.abs().max() == 0 and result["used"]:  # it ran the model it was given
+            mistake = order_mistake(result["used"], given["steps"])
+            if mistake:  # e.g. it stopped at its first batch
+                return [Finding(False, f"process {rank} {mistake}")]
         if got.abs().max() == 0:
             return [Finding(False, f"the shared model never saw process {rank}'s steps: it "
                                    f"trained a copy (copy.deepcopy, load_state_dict into a "

@@ -129,6 +129,11 @@ def judge(world_size: int, outcome, given: dict) -> list:
             return [Finding(False, f"rank {rank} holds {result['result'].tolist()}, not a "
                                    f"sum of the ranks' values")]
         ranks = summed(value)
+        if ranks == [rank] and result.get("unwaited"):
+            return [Finding(False, f"rank {rank}'s tensor is unchanged: it never waited "
+                                   f"for the Work of its {result['unwaited'][0]}, and the "
+                                   f"sum is there only once wait() has returned; call "
+                                   f"work.wait() before pair_sum returns")]
         if ranks == [rank]:
             view = " (a transposed view, not contiguous)" if given.get("strided") else ""
             return [Finding(False, f"rank {rank}'s tensor{view} is unchanged: the pair's "

@@ -117,15 +117,37 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
               "joined": bool(joined),
               "weights": [p.detach().clone() for p in ddp.parameters()]}
     if rank == 0:  # one process, every rank's batches of the shortest rank's steps
-        single = model(seed)
-        optimizer = torch.optim.SGD(single.parameters(), lr=0.1)
-        every = [batches(seed, r, counts[r]) for r in range(world_size)]
-        for step in range(min(counts)):
-            optimizer.zero_grad()
-            single(torch.cat([b[step] for b in every])).pow(2).mean().backward()
-            optimizer.step()
-        result["single"] = [p.detach().clone() for p in single.parameters()]
+        result["single"] = one_process(seed, counts, world_size)
+        result["mistaken"] = {mistake: one_process(seed, counts, world_size, mistake)
+                              for mistake in MISTAKES}
     return result
+
+
+MISTAKES = {  # what one process computes with the mistake: the weights name it
+    "sum": "the loss is summed over the batch: use .pow(2).mean(), as the lab says (a sum "
+           "scales every gradient by the batch's size)",
+    "accumulate": "the gradients add up from step to step: call optimizer.zero_grad() "
+                  "before each step's backward",
+}
+
+
+def one_process(seed: int, counts: list, world_size: int, mistake: str = "") -> list:
+    """The weights one process gets on every rank's batches of the shortest rank's steps
+    (DDP's average is the mean over the ranks' equal batches); with ``mistake``, the weights
+    a loop with that mistake gives."""
+    import torch
+
+    single = model(seed)
+    optimizer = torch.optim.SGD(single.parameters(), lr=0.1)
+    every = [batches(seed, r, counts[r]) for r in range(world_size)]
+    for step in range(min(counts)):
+        if mistake != "accumulate":
+            optimizer.zero_grad()
+        out = single(torch.cat([b[step] for b in every])).pow(2)
+        # DDP averages each rank's sum over its own batch: a mean of the ranks' sums
+        (out.sum() / world_size if mistake == "sum" else out.mean()).backward()
+        optimizer.step()
+    return [p.detach().clone() for p in single.parameters()]
 
 
 def per_rank(rank: int, result: dict, given: dict) -> str:
@@ -191,7 +213,21 @@ def judge(world_size: int, outcome, given: dict) -> list:
     first = outcome.results[0]
     worst = max((w - s).abs().max().item() for result in outcome.results.values()
                 for w, s in zip(result["weights"], first["single"]))
-    if worst > TOLERANCE:
+    apart = max((w - v).abs().max().item() for result in outcome.results.values()
+                for w, v in zip(result["weights"], first["weights"]))
+    mistaken = [text for mistake, text in MISTAKES.items()
+                if max((w - s).abs().max().item() for w, s in
+                       zip(first["weights"], first["mistaken"][mistake])) <= TOLERANCE]
+    if worst > TOLERANCE and apart > TOLERANCE:
+        findings.append(Finding(False, f"the ranks' weights differ by up to {apart:.1e}: "
+                                       f"their gradients were never averaged; call the DDP "
+                                       f"model, model(batch), not model.module, whose "
+                                       f"forward skips DDP's all-reduce in backward"))
+    elif worst > TOLERANCE and mistaken:
+        findings.append(Finding(False, f"the weights are {worst:.1e} from one process's on "
+                                       f"every rank's batches of those steps, and equal "
+                                       f"what a loop gets where {mistaken[0]}"))
+    elif worst > TOLERANCE:
         findings.append(Finding(False, f"the weights are {worst:.1e} from one process's on "
                                        f"every rank's batches of those steps"))
     else:

@@ -112,12 +112,14 @@ def adam_state_values() -> int:
 
 
 def single(world_size: int, given: dict, scale: float = 1.0, skip_silent: bool = False,
-           lagging: bool = False):
+           lagging: bool = False, busy_only: bool = False):
     """One process, every rank's inputs at once, a whole Adam: DDP's computation.
     ``scale``: the gradients times this (N: summed over ranks instead of averaged);
     ``skip_silent``: no Adam step where the whole gradient is zeros (a mistake's);
     ``lagging``: Adam steps a copy of its own, copied into the model before each step
-    rather than after it (a mistake's: the model is a step behind its optimizer)."""
+    rather than after it (a mistake's: the model is a step behind its optimizer);
+    ``busy_only``: the sum divided by the number of ranks whose gradient is not all zeros
+    (a mistake's), not by N."""
     import torch
 
     model = tower(given)
@@ -129,6 +131,8 @@ def single(world_size: int, given: dict, scale: float = 1.0, skip_silent: bool =
         # DDP's mean over the ranks of each rank's loss, one rank's weighed 0 at "zeros"
         loss = sum(model(inputs(given, rank, step)).pow(2).mean() *
                    weight(given, rank, step) for rank in range(world_size)) / world_size
+        if busy_only and step == given["zeros"][0] and step != given.get("silent"):
+            loss = loss * world_size / (world_size - 1)
         (loss * scale).backward()
         if lagging:
             with torch.no_grad():
@@ -153,7 +157,15 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         return optimizer_init(optimizer, *args, **kwargs)
 
     phase = ["zero1_optimizer"]
+    shared = []  # Adam steps whose .grad tensors share memory: the last write wins
+    adam_step = torch.optim.Adam.step
+
+    def looked_step(optimizer, *args, **kwargs):
+        shared.extend(sharing_grads(optimizer)[:1])
+        return adam_step(optimizer, *args, **kwargs)
+
     torch.optim.Optimizer.__init__ = noted_init
+    torch.optim.Adam.step = looked_step
     try:
         with calls.reader():
             step = solution(model, given["lr"])
@@ -170,10 +182,11 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
                 step()
     finally:
         torch.optim.Optimizer.__init__ = optimizer_init
+        torch.optim.Adam.step = adam_step
     dtypes = sorted({str(value.dtype).removeprefix("torch.") for optimizer in optimizers()
                      for state in optimizer.state.values() for key, value in state.items()
                      if isinstance(value, torch.Tensor) and key != "step"})
-    result = {"made": made, "state_dtypes": dtypes,
+    result = {"made": made, "state_dtypes": dtypes, "shared": shared[:1],
               "weights": [p.detach().clone() for p in model.parameters()],
               "state": adam_state_values() - before,
               "values": sum(p.numel() for p in model.parameters()),
@@ -186,6 +199,8 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         result["halved"] = single(world_size, given, scale=1 / world_size)
         result["skipped"] = single(world_size, given, skip_silent=True)
         result["behind"] = single(world_size, given, lagging=True)
+        result["busy_only"] = single(world_size, given, busy_only=True)
+        result["initial"] = [p.detach().clone() for p in tower(given).parameters()]
     return result
 
 
@@ -195,6 +210,54 @@ def per_rank(rank: int, result: dict, given: dict) -> str:
 
 def largest_difference(weights, others) -> float:
     return max((a - b).abs().max().item() for a, b in zip(weights, others))
+
+
+def sharing_grads(optimizer) -> list:
+    """Two parameters of the optimizer whose .grad tensors overlap in memory, as (i, j)."""
+    spans = []
+    for index, parameter in enumerate(p for group in optimizer.param_groups
+                                      for p in group["params"]):
+        grad = parameter.grad
+        if grad is None or grad.numel() == 0:
+            continue
+        start = grad.data_ptr()
+        end = start + grad.element_size() * (1 + sum((size - 1) * abs(stride) for size,
+                                                     stride in zip(grad.shape,
+                                                                   grad.stride())))
+        for other, (first, last) in spans:
+            if start < last and first < end:
+                return [(other, index)]
+        spans.append((index, (start, end)))
+    return []
+
+
+def never_moved(first: dict, n: int) -> str:
+    """Values that kept their first weights where DDP's moved: in no rank's part."""
+    for index, (now, was, ddp) in enumerate(zip(first["weights"], first["initial"],
+                                                 first["single"])):
+        kept = ((now == was) & (ddp != was)).flatten()
+        if kept.any():
+            where = kept.nonzero().flatten().tolist()
+            numel = now.numel()
+            tail = where == list(range(numel - len(where), numel))
+            return (f"{len(where)} of parameter {index}'s {numel} values "
+                    f"({f'its last {len(where)}' if tail else f'at {where[:4]}'}) "
+                    f"never moved from their first weights: they are in no rank's part"
+                    + (f" ({numel} // {n} values a part leaves {numel % n} out): pad to a "
+                       f"multiple of N, or give some parts one value more"
+                       if tail and numel % n else ""))
+    return ""
+
+
+def which_parameters(first: dict) -> str:
+    """Which parameters differ, where some equal DDP's: the mistake is in their path."""
+    off = [index for index, (now, ddp) in enumerate(zip(first["weights"], first["single"]))
+           if (now - ddp).abs().max().item() > TOLERANCE]
+    if len(off) == len(first["weights"]):
+        return ""
+    return (f"; parameters {off} differ, the others equal DDP's: Adam saw the wrong "
+            f"gradient for those (a .grad that another parameter's gradient overwrote, "
+            f"as a buffer they share does?)")
 
 
 def judge(world_size: int, outcome, given: dict) -> list:
@@ -232,6 +295,14 @@ def judge(world_size: int, outcome, given: dict) -> list:
     renewed = {rank: sum(when == "step()" for _, when in r["made"])
                for rank, r in results.items()}
     dtype = str(first["weights"][0].dtype).removeprefix("torch.")
+    aliased = {rank: r["shared"][0] for rank, r in results.items() if r["shared"]}
+    if off > TOLERANCE and aliased:
+        rank, (i, j) = min(aliased.items())
+        return [Finding(False, f"the weights are {off:.1e} from DDP's: when rank {rank}'s "
+                               f"Adam stepped, the .grad of its parts {i} and {j} shared "
+                               f"memory (views of one buffer), so one part's gradient "
+                               f"overwrote the other's: give each part a gradient of its "
+                               f"own")]
     if off > TOLERANCE and other:
         return [Finding(False, f"the weights are {off:.1e} from DDP's: the code made "
                                f"torch.optim.{other[0]}, where this lab asks for "
@@ -262,13 +333,20 @@ def judge(world_size: int, outcome, given: dict) -> list:
             text = (f"the weights are {off:.1e} from DDP's: they match Adam on the mean "
                     f"divided by the world size again: divide once (ReduceOp.AVG already "
                     f"divides)")
+        elif largest_difference(first["weights"], first["busy_only"]) <= TOLERANCE:
+            text = (f"the weights are {off:.1e} from DDP's: they match Adam on the "
+                    f"gradients' sum divided by the number of ranks whose gradient was not "
+                    f"all zeros, at step {given['zeros'][0] + 1} where one rank's was: "
+                    f"DDP divides by the world size, every step, zeros included")
+        elif stuck := never_moved(first, n):
+            text = (f"the weights are {off:.1e} from DDP's: {stuck}")
         elif largest_difference(first["weights"], first["skipped"]) <= TOLERANCE:
             text = (f"the weights are {off:.1e} from DDP's: they match Adam that skips "
                     f"step {given['silent'] + 1}, where every rank's gradient was all "
                     f"zeros; Adam steps there too (its moments still move the weights)")
         else:
             text = (f"after {STEPS} steps the weights are {off:.1e} from DDP's with Adam "
-                    f"(one process, every rank's data)")
+                    f"(one process, every rank's data){which_parameters(first)}")
         return [Finding(False, text)]
     findings.append(Finding(True, f"after {STEPS} Adam steps every rank's weights equal "
                                   f"DDP's to {off:.0e} (float64)"))
