@@ -225,6 +225,7 @@ def uneven(rank: int, group, events: Events, use_join: bool) -> None:
                 model(batch).pow(2).mean().backward()
                 optimizer.step()
                 steps += 1
+                begin = time.time()  # "stuck for" counts from the last step that ended
         dist.barrier(group=group)  # after training, e.g. before rank 0 saves a checkpoint
     except RuntimeError as error:
         say(rank, f"after {steps} steps, stuck for {time.time() - begin:.1f} s: "

@@ -188,7 +188,7 @@ def stacks_here(plain: str, ranks: list[str], every: bool = True) -> Verdict:
                                 "(another user's processes, or a container without "
                                 "SYS_PTRACE)",
                 "failed": "read the stacks of only some of the book's ranks"}[name]
-        book += ": the diagnoses of the ranks it could not read read their flight " \
+        book += ": for the ranks it could not read, the diagnosis used their flight " \
                 "recorders alone."
     if plain == "refused":
         return Verdict(f"{name}_plain_refused",
