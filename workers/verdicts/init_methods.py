@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, order, verdict
+from workers.verdicts import NOISE, Verdict, meet_as_shown, order, verdict
+
+
+def ms_range(values: Sequence[float]) -> str:
+    """``"5 to 9 ms"``, or ``"5 ms (every repeat)"`` where the ends read the same."""
+    low, high = f"{min(values):,.0f}", f"{max(values):,.0f}"
+    return f"{low} ms (every repeat)" if low == high else f"{low} to {high} ms"
 
 
 @verdict(
     higher=dict(first=[17.0, 6.0, 6.0], last=[609.0, 392.0, 546.0], late=0.1,
                 client_ms=[708.0, 708.0, 708.0, 491.0, 491.0, 492.0, 645.0, 645.0, 646.0]),
+    higher_near=dict(first=[5.2, 5.4, 4.8], last=[1009.0, 1012.0, 1030.0], late=1.0,
+                     client_ms=[1010.0, 1020.0, 1030.0] * 3),
     inside=dict(first=[17.0, 260.0, 6.0], last=[30.0, 392.0, 20.0], late=0.1,
                 client_ms=[120.0, 130.0, 125.0, 491.0, 491.0, 492.0, 110.0, 118.0, 120.0]),
     lower=dict(first=[400.0, 390.0, 410.0], last=[20.0, 22.0, 25.0], late=0.1,
@@ -22,20 +30,23 @@ def arrival(first: Sequence[float], last: Sequence[float], late: float,
     rank 0 arriving first and with rank 0 arriving last, ``late`` seconds after the others;
     and each other rank's time inside ``init_process_group`` in the joins with rank 0
     last."""
-    said = (f"With rank 0 first, the group was complete {min(first):,.0f} to "
-            f"{max(first):,.0f} ms after the last rank arrived; with rank 0 last, "
-            f"{min(last):,.0f} to {max(last):,.0f} ms after rank 0 arrived")
+    said = (f"With rank 0 first, the group was complete {ms_range(first)} after the last "
+            f"rank arrived; with rank 0 last, {ms_range(last)} after rank 0 arrived")
     early = (f"The other ranks, there {1000 * late:,.0f} ms ahead of rank 0, spent "
-             f"{min(client_ms):,.0f} to {max(client_ms):,.0f} ms inside "
-             "`init_process_group`")
+             f"{ms_range(client_ms)} inside `init_process_group`")
+    longer = min(client_ms) >= 2 * 1000 * late  # "far longer" only where it is
     where = order(last, first)
+    just = " just" if meet_as_shown(last, first, lambda ms: f"{ms:,.0f}") else ""
     if where == "higher":
-        return Verdict("higher", f"{said}, longer in every repeat. {early}: far longer "
-                                 "than they were early.")
+        return Verdict("higher" if longer else "higher_near",
+                       f"{said},{just} longer in every repeat. {early}: "
+                       + ("far longer than they were early." if longer else
+                          "about as long as they were early, or not much longer."))
     if where == "lower":
         return Verdict("lower", f"{said}: here the joins with rank 0 last were complete "
-                                f"sooner, in every repeat. {early}: whether they waited "
-                                f"out the backoff below, this run does not show.")
+                                f"{just.strip() + ' ' if just else ''}sooner, in every "
+                                f"repeat. {early}: whether they waited out the backoff "
+                                f"below, this run does not show.")
     return Verdict("inside", f"{said}: the two overlap, {NOISE}. {early}: whether they "
                              f"waited out the backoff below, this run does not show.")
 
