@@ -20,9 +20,10 @@ def all_reduce_from_two(tensor: torch.Tensor) -> None:
     tensors, exactly what ``dist.all_reduce(tensor)`` would leave in it.
 
     How: after the reduce-scatter each rank holds the sum of its own 1/N of the tensor
-    (N the world size); the all-gather hands every rank every part. Pad the tensor with
-    zeros to the next multiple of N first (no padding when N divides its length: each
-    part is then exactly 1/N of it), and drop the padding at the end.
+    (N the world size); the all-gather hands every rank every part. Pad the tensor to the
+    next multiple of N first (no padding when N divides its length: each part is then
+    exactly 1/N of it), and drop the padding at the end (zeros are the usual padding; as
+    it is dropped, its values never reach the result).
 
     May call: dist.get_rank(), dist.get_world_size(), one dist.reduce_scatter_single (before
     PyTorch 2.13: dist.reduce_scatter_tensor; or the list form dist.reduce_scatter), one

@@ -180,6 +180,7 @@ WRONG = {
         "wrong_steps_every_other": "one SGD step per batch",
         "wrong_new_parameter": "replaced the model's weight with a new tensor",
         "wrong_stops_when_converged": "never ran batch",
+        "wrong_lr_tensor_float32": "run alone on a private float64 model",
         "wrong_weight_only": "made an SGD without the model's bias",
         "wrong_manual_weight_only": "the bias 0: every step updates every parameter",
     },

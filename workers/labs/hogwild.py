@@ -32,6 +32,9 @@ The contract (labs/hogwild.py), clause by clause, and what checks each:
 - The model may arrive with a gradient of the parent's, shared (as fork gives it): each
   process hands it the weight's .grad, a shared tensor of 3.0s, and any write into it
   by the process (an in-place zero_grad, a backward before zero_grad) fails.
+- Exactly the lr given and F.mse_loss: in the float64 run, rank 0 runs the loop once more,
+  alone on a private float64 model, and its block must equal plain SGD's to 1e-12
+  (relative): an lr held in float32 moves it by about 1e-8, far inside the shared run's 5%.
 - No locks: every lock the reader's lines take (fcntl's, threading's, multiprocessing's)
   is seen through a profile function.
 """
@@ -55,6 +58,7 @@ PRELOAD = ("torch._dynamo",)
 TIMEOUT = 10.0
 BLOCK = 4
 RELATIVE = 0.05
+SOLO = 1e-12  # relative, alone in float64: rounding only
 NOISE = 1.0  # the targets' noise, against a signal of about 2
 ARRIVED = 3.0  # each value of the gradient the model arrives with
 
@@ -198,7 +202,32 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
             "locks": locks,
             "used": used, "updates": weight._version - version,
             "alone": alone(rank, world_size, given),
-            "accumulating": alone(rank, world_size, given, zero_grad=False)}
+            "accumulating": alone(rank, world_size, given, zero_grad=False),
+            # in the float64 run, where a float32 step is a mistake the page names first
+            "solo": solo(rank, world_size, solution, given)
+            if rank == 0 and weight.dtype == torch.float64 else None}
+
+
+def solo(rank: int, world_size: int, solution, given: dict) -> float | None:
+    """The reader's loop once more, alone on a private float64 model (no race, no shared
+    memory): how far, relatively, its weights end from plain SGD's there. The shared run
+    allows 5% for races; alone, plain SGD is exact to float64's rounding, so an lr or a
+    loss that is only nearly the contract's shows. None where the loop fails alone."""
+    import torch
+    from torch import nn
+
+    double = {**given, "model": nn.Linear(BLOCK * world_size, 1, dtype=torch.float64)}
+    model = double["model"]
+    with torch.no_grad():
+        model.weight.zero_()
+        model.bias.zero_()
+    try:
+        solution(model, batches(rank, world_size, double), given["lr"])
+    except Exception:  # noqa: BLE001 (the shared run already judged what it raises)
+        return None
+    want = alone(rank, world_size, double)
+    got = model.weight.detach()[0, BLOCK * rank: BLOCK * (rank + 1)]
+    return ((got - want).norm() / want.norm()).item() if want.norm() > 0 else 0.0
 
 
 SYNCHRONIZING = ("Lock", "RLock", "_RLock", "Condition", "Semaphore", "BoundedSemaphore",
@@ -314,6 +343,13 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                    f"{error:.0%} from where its {given['steps']} steps "
                                    f"alone take it: plain SGD (no momentum), the lr given, "
                                    f"F.mse_loss with its default mean")]
+    off = outcome.results[0].get("solo")
+    if off is not None and off > SOLO:
+        return [Finding(False, f"run alone on a private float64 model, process 0's loop "
+                               f"ends {off:.1e} (relative) from plain SGD's, where the two "
+                               f"agree to float64's rounding: its step is not exactly "
+                               f"p -= lr * p.grad with F.mse_loss (an lr held in float32, "
+                               f"a scaled loss, a clipped gradient?)")]
     return [Finding(True, f"every process's {given['steps']} steps landed in the one "
                           f"shared model, each batch once and in order (each block within "
                           f"{RELATIVE:.0%} of that process's steps alone), seen by the "
