@@ -12,9 +12,9 @@ def all_reduce_from_two(tensor: torch.Tensor) -> None:
     """Sum ``tensor`` over every rank of the default process group, in place, with one
     reduce-scatter and one all-gather.
 
-    Arguments: ``tensor``, this rank's 1-D float32 tensor. Every rank calls this function
-    once, with a tensor of the same length; that length need not be a multiple of the
-    world size.
+    Arguments: ``tensor``, this rank's 1-D, contiguous float32 tensor. Every rank calls
+    this function once, with a tensor of the same length; that length need not be a
+    multiple of the world size.
 
     Afterwards: every rank's ``tensor`` holds the element-wise sum of all the ranks'
     tensors, exactly what ``dist.all_reduce(tensor)`` would leave in it.
