@@ -26,7 +26,8 @@ def train_uneven(model: nn.Module, optimizer: torch.optim.Optimizer, batches: li
 
     How: before each step, agree with the other ranks whether every rank still has a
     batch: one all-reduce of a flag (1 if this rank has a batch, else 0) with
-    ReduceOp.MIN; stop when it is 0 (or the opposite flag, 1 when out, with MAX).
+    ReduceOp.MIN; stop when it is 0 (or the opposite flag, 1 when out, with MAX; any
+    reduction that agrees will do, such as a SUM compared with the world size).
 
     May call: dist.all_reduce (blocking, or with async_op=True and wait() before you read
     the flag),
