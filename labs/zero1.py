@@ -26,8 +26,9 @@ def zero1_optimizer(model: nn.Module, lr: float) -> Callable[[], None]:
     an even split, not whole parameters dealt round the ranks), and no value's state is
     kept twice.
 
-    How (one way; any split that meets the above is right, parts that differ by one value
-    or another assignment of parts to ranks included): cut each parameter's flattened
+    How (one way; any split that meets the above is right, parts that differ by one value,
+    parts of ceil(numel / N) as torch.chunk cuts them, or another assignment of parts to
+    ranks included): cut each parameter's flattened
     values into N equal parts (pad with zeros); this rank owns part ``rank`` of each.
     Make one ``torch.optim.Adam(parts, lr=lr)`` over copies of this rank's parts (tensors
     with ``requires_grad``). In ``step()``:
