@@ -1011,8 +1011,12 @@ def save_error(path: Path, error: BaseException, solution: str) -> None:
         if os.path.realpath(frame.filename) == os.path.realpath(solution):
             where = f"{shown(solution)} line {frame.lineno}: {(frame.line or '').strip()}"
     line = f"{type(error).__name__}: {first_line(error)}"
+    # written whole, then renamed: a rank stopped while it writes (the others' failure
+    # ends the job) leaves no half file for the checker to read
+    partial = path.with_suffix(".error-partial")
     torch.save({"line": line, "where": where, "type": type(error).__name__,
-                "not_implemented": isinstance(error, NotImplementedError)}, path)
+                "not_implemented": isinstance(error, NotImplementedError)}, partial)
+    os.replace(partial, path)
 
 
 # what c10d's C++ logging puts before a message: "[rank0]:[F1123 21:00:06.16 x.cpp:15] "
