@@ -205,11 +205,14 @@ WRONG = {
     },
     "hung_rank": {
         "wrong_trust_retired": "both calls at that number finished, as nccl can let them",
-        "wrong_latest_collective": "going on to wait in an all_reduce: you answered [1] and",
+        "wrong_skips_retired": "that is the next number, where they hang",
+        "wrong_latest_collective": ("that is the next number, where they hang",
+                                   "going on to wait in an all_reduce: you answered [1] and"),
         "wrong_returns_set": "you named the right ranks, as a set: return them as a sorted",
         "wrong_behind_and_odd": "in whose place rank",
         "wrong_tie_rank0_always": "(two against two: the call of the lowest of the tied",
-        "wrong_last_call": "going on to wait in an all_reduce: you answered [1] and 'all_r",
+        "wrong_last_call": ("that is the next number, where they hang",
+                           "going on to wait in an all_reduce: you answered [1] and 'all_r"),
         "wrong_tie_dict_order": "one call against one: rank 0's call is the rule",
         "wrong_prefix_gloo": "you answered [1] and 'nccl:all_reduce', the answer is [1] and "
                              "'all_reduce'",

@@ -514,6 +514,7 @@ def options(rank: int, args, device, events: Events) -> None:
                       TowerWithUnusedLayer(args.width, args.depth)]:
             torch.manual_seed(0)
             ddp = wrapped(model.to(device), option, device)
+            buckets = recording_buckets(ddp)
             optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
             try:
                 for _ in range(args.steps):
@@ -522,11 +523,26 @@ def options(rank: int, args, device, events: Events) -> None:
             except RuntimeError as raised:  # DDP refuses the unused layer
                 error = first_line(raised)
             events.emit(rank, "option", option=option, model=type(model).__name__,
-                        error=error)
+                        error=error, buckets=[buckets[i] for i in sorted(buckets)])
             if rank == 0:
                 result = f"refused: {error.split('. ')[0]}" if error else "trained"
                 say(rank, f"{option:<29} {type(model).__name__:<21} {result}")
     batch_norm(rank, args, device, events)
+
+
+def recording_buckets(ddp: DDP) -> dict:
+    """The parameters' names in each bucket, by bucket index, as the last step all-reduced
+    them (a comm hook that records them, then all-reduces and averages as DDP's own
+    does)."""
+    names = {id(p): name for name, p in ddp.module.named_parameters()}
+    buckets = {}
+
+    def hook(state, bucket):
+        buckets[bucket.index()] = [names[id(p)] for p in bucket.parameters()]
+        return default_hooks.allreduce_hook(None, bucket)
+
+    ddp.register_comm_hook(None, hook)
+    return buckets
 
 
 def synced_statistics(inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,7 +28,8 @@ The contract (labs/hung_rank.py), clause by clause, and the jobs that check each
 - "retired" says that a rank's call finished there, not that the rank is in step: a
   skipped gather, scatter or broadcast, which the non-root ranks retire and go past; and
   the nccl-named job, whose ranks all retired their different calls at the number that
-  differs (nccl can finish two calls of one size; gloo refuses them).
+  differs (nccl can finish two calls of one size; gloo refuses them) and hang at the next
+  number, unretired, in the two calls the other way round (which names the other call).
 - The collective is the others' call at that number, not their last: at 4 ranks one rank
   skips a gather, scatter or broadcast, and two of the three waiting ranks go on to the
   barrier after it; at 3 ranks rank 1 is stuck before a broadcast from rank 2, which rank
@@ -211,12 +212,27 @@ def setup(world_size: int, rng) -> dict:
     first = min(seq for seq in held if len({
         e["profiling_name"] for dump in nccl["dumps"].values() for e in dump["entries"]
         if e["collective_seq_id"] == seq}) > 1)
-    for dump in nccl["dumps"].values():
-        for entry in dump["entries"]:
-            if entry["collective_seq_id"] == first:
-                entry.update(retired=True, state="completed")
+    # the ranks then go on to their next calls, the two collectives the other way round,
+    # and hang there: so the number after the first that differs is in every recorder,
+    # unretired, with the other answer (a search that starts at the oldest unretired
+    # number names the wrong collective)
+    calls = {rank: next(e for e in dump["entries"] if e["collective_seq_id"] == first)
+             for rank, dump in nccl["dumps"].items()}
+    odd = {rank for rank in nccl["culprits"]}
+    theirs = next(e["profiling_name"] for rank, e in calls.items() if rank in odd)
+    ours = next(e["profiling_name"] for rank, e in calls.items() if rank not in odd)
+    for rank, dump in nccl["dumps"].items():
+        entry = calls[rank]
+        after = copy.deepcopy(entry)
+        after.update(collective_seq_id=first + 1, record_id=entry["record_id"] + 1,
+                     profiling_name=ours if rank in odd else theirs)
+        entry.update(retired=True, state="completed")
+        if not any(e["collective_seq_id"] == first + 1 for e in dump["entries"]):
+            dump["entries"].insert(dump["entries"].index(entry) + 1, after)
+    nccl["hangs_later"] = True
     nccl["story"] += (' (its calls named as nccl names them, "nccl:all_reduce", and both '
-                      'calls at that number finished, as nccl can let them)')
+                      'calls at that number finished, as nccl can let them, the ranks '
+                      'hanging at the next number in the calls the other way round)')
     # a dict promises no order: every job's dumps come in an order drawn from the seed,
     # never by rank (at 2 ranks, rank 1 first)
     for case in cases:
@@ -376,6 +392,9 @@ def hint(world_size: int, case: dict, got) -> str:
     if case["own"] and ranks == others:
         return ("; you named the majority: the ranks whose call differs from most ranks' "
                 "are out of step")
+    if case.get("hangs_later") and ranks == culprits and collective == case["own"]:
+        return ("; that is the next number, where they hang: the calls at the first number "
+                "that differs finished (retired), yet that number is the answer")
     if ranks == culprits and case["own"] and collective == case["own"]:
         return (f"; {case['own']} is the culprit's own call: name the call the other ranks "
                 f"made there, not the culprit's own")
