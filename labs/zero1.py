@@ -38,7 +38,8 @@ def zero1_optimizer(model: nn.Module, lr: float) -> Callable[[], None]:
 
     May call: dist.get_rank(), dist.get_world_size(), dist.reduce_scatter_single and
     dist.all_gather_single (before PyTorch 2.13: dist.reduce_scatter_tensor and
-    dist.all_gather_into_tensor, their names still), or dist.all_reduce and dist.broadcast,
+    dist.all_gather_into_tensor, their names still; or the list forms, dist.reduce_scatter
+    and dist.all_gather), or dist.all_reduce and dist.broadcast,
     torch.optim.Adam, and torch tensor operations. Every rank must make the same
     collective calls. Not torch.distributed.optim.ZeroRedundancyOptimizer: this is the lab
     that builds it.

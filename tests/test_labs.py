@@ -141,6 +141,7 @@ WRONG = {
         "wrong_returns_float16": "cast the result back to the buffer's dtype",
     },
     "zero1": {
+        "wrong_sliding_last_part": "both hold Adam state for the same weight",
         "wrong_adamw": "made torch.optim.AdamW, where this lab asks for torch.optim.Adam",
         "wrong_float32_parts": "Adam's state is float32 on a float64 model",
         "wrong_fresh_adam_each_step": "inside step(), so Adam's moments started again",

@@ -19,10 +19,15 @@ The contract (labs/zero1.py), clause by clause, and what checks each:
   on every rank fails: at 3 ranks the last bias has 2 values); none on any rank fails
   too.
 - An even split, not whole parameters dealt round the ranks: the share each rank holds.
+- No value's state kept twice: every non-zero first moment (exp_avg) of every rank's
+  optimizers, compared across ranks; after three steps on random data each weight's is a
+  number of its own, so parts that overlap (a last part slid back inside the tensor to
+  avoid padding) hold some twice, where padding's are zeros.
 - The How is one way: any split that meets the above passes (parts that differ by one
   value, another assignment of parts to ranks).
 - One torch.optim.Adam, made once: the optimizers the reader's code makes, and when.
-- Only the collectives named, the same on every rank; not ZeroRedundancyOptimizer.
+- Only the collectives named (their list forms too), the same on every rank; not
+  ZeroRedundancyOptimizer.
 - World sizes 2 and 3, widths and learning rates drawn from the seed.
 - The caller clears the gradients before each backward (parameter.grad = None).
 - Any gradient, zeros included: one step where one rank's inputs are zeros and its loss
@@ -144,16 +149,41 @@ def single(world_size: int, given: dict, scale: float = 1.0, skip_silent: bool =
     return [p.detach().clone() for p in model.parameters()]
 
 
+def first_moments(optimizers_made: list) -> list[float]:
+    """Every non-zero ``exp_avg`` value the reader's optimizers hold: after three steps on
+    random data each weight's is its own number, so two ranks holding the same one keep
+    one value's state twice (padding's are zeros, left out)."""
+    import torch
+
+    return sorted(value for optimizer in optimizers_made
+                  for state in optimizer.state.values()
+                  if isinstance(state.get("exp_avg"), torch.Tensor)
+                  for value in state["exp_avg"].detach().reshape(-1).tolist() if value != 0)
+
+
+def twice_kept(results: dict) -> tuple | None:
+    """Two ranks whose optimizers hold the same first moment (to 1e-12 of it): ``(rank,
+    rank, value)``, or None."""
+    held = sorted((value, rank) for rank, result in results.items()
+                  for value in result["moments"])
+    for (a, rank_a), (b, rank_b) in zip(held, held[1:]):
+        if rank_a != rank_b and abs(a - b) <= 1e-12 * max(abs(a), abs(b)):
+            return min(rank_a, rank_b), max(rank_a, rank_b), a
+    return None
+
+
 def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     import torch
 
     model = tower(given)
     before = adam_state_values()
     made = []  # each optimizer the reader's code makes, and in which call
+    theirs = []  # and the optimizers themselves, to read their state
     optimizer_init = torch.optim.Optimizer.__init__
 
     def noted_init(optimizer, *args, **kwargs):
         made.append((type(optimizer).__name__, phase[0]))
+        theirs.append(optimizer)
         return optimizer_init(optimizer, *args, **kwargs)
 
     phase = ["zero1_optimizer"]
@@ -192,7 +222,8 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
               "values": sum(p.numel() for p in model.parameters()),
               "tensors": len(list(model.parameters())),
               "numels": [p.numel() for p in model.parameters()],
-              "optimizers": sorted({type(o).__name__ for o in optimizers()})}
+              "optimizers": sorted({type(o).__name__ for o in optimizers()}),
+              "moments": first_moments(theirs)}
     if rank == 0:
         result["single"] = single(world_size, given)
         result["summed"] = single(world_size, given, scale=world_size)
@@ -378,6 +409,12 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                        f"not 1/N: cut each parameter's values (or all of "
                                        f"them, flattened) into N equal parts, not whole "
                                        f"parameters among the ranks"))
+    elif twice_kept(results):
+        rank_a, rank_b, value = twice_kept(results)
+        findings.append(Finding(False, f"ranks {rank_a} and {rank_b} both hold Adam state "
+                                       f"for the same weight (exp_avg {value:.6g} on "
+                                       f"each): no value's state is kept twice; parts "
+                                       f"that overlap share values, padding does not"))
     else:
         shares = ", ".join(f"{held[r]}" for r in sorted(held))
         findings.append(Finding(True, f"Adam state per rank: {shares} numbers, of "
