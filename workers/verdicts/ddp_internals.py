@@ -189,7 +189,7 @@ def overlap_on_gpus(gpus: int, blocking: Sequence[float] = (),
 def cores_for_copying(cores: int, ranks: int,
                       cpu: tuple[Sequence[float], Sequence[float]],
                       hidden: tuple[Sequence[float], Sequence[float]]) -> Verdict:
-    """Whether the ranks' compute threads (one each) left cores to gloo's thread, and
+    """Whether the ranks' compute threads (one each) left cores to gloo's threads, and
     whether the size of message whose all-reduce alone kept its process busier hid less.
     ``cpu`` and ``hidden``: (small, large), each trial's CPU share and share hidden."""
     busier = {"lower": "large", "higher": "small", "inside": None}[order(*cpu)]
@@ -198,8 +198,8 @@ def cores_for_copying(cores: int, ranks: int,
     if cores <= ranks:
         all_cores = {1: "this build's one core", 2: "both of this build's cores"}.get(
             cores, f"all {cores} of this build's cores")
-        said = (f"The {ranks} ranks' compute threads filled {all_cores}, so gloo's thread "
-                "shared a core with computation")
+        said = (f"The {ranks} ranks' compute threads filled {all_cores}, so gloo's threads "
+                "shared the cores with computation")
         if busier is None or hid_more is None:
             return Verdict("full_unclear", said + ".")
         if busier != hid_more:
@@ -207,7 +207,7 @@ def cores_for_copying(cores: int, ranks: int,
         return Verdict("full_against", said + f", yet {busy} hid more: sharing a core does "
                                               "not explain this run.")
     said = (f"The {ranks} ranks' compute threads left {cores - ranks} of this build's "
-            f"{cores} cores to gloo's thread")
+            f"{cores} cores to gloo's threads")
     if busier is None or hid_more is None:
         return Verdict("free_unclear", said + ".")
     if busier != hid_more:
