@@ -175,7 +175,7 @@ def overlap_on_gpus(gpus: int, blocking: Sequence[float] = (),
 @verdict(
     full_agree=dict(cores=2, ranks=2, cpu=([0.3, 0.4], [0.8, 0.9]),
                     hidden=([0.6, 0.7], [0.1, 0.2])),
-    full_against=dict(cores=2, ranks=2, cpu=([0.8, 0.9], [0.3, 0.4]),
+    full_against=dict(cores=1, ranks=2, cpu=([0.8, 0.9], [0.3, 0.4]),
                       hidden=([0.6, 0.7], [0.1, 0.2])),
     full_unclear=dict(cores=2, ranks=2, cpu=([0.3, 0.4], [0.8, 0.9]),
                       hidden=([0.2, 0.8], [0.0, 0.6])),
@@ -204,8 +204,9 @@ def cores_for_copying(cores: int, ranks: int,
             return Verdict("full_unclear", said + ".")
         if busier != hid_more:
             return Verdict("full_agree", said + f": {busy} hid less, as that predicts.")
-        return Verdict("full_against", said + f", yet {busy} hid more: sharing the cores "
-                                              "does not explain this run.")
+        return Verdict("full_against", said + f", yet {busy} hid more: sharing "
+                                              f"{'it' if cores == 1 else 'them'} does not "
+                                              "explain this run.")
     said = (f"The {ranks} ranks' compute threads left {cores - ranks} of this build's "
             f"{cores} cores to gloo's threads")
     if busier is None or hid_more is None:
