@@ -199,14 +199,14 @@ def cores_for_copying(cores: int, ranks: int,
         all_cores = {1: "this build's one core", 2: "both of this build's cores"}.get(
             cores, f"all {cores} of this build's cores")
         said = (f"The {ranks} ranks' compute threads filled {all_cores}, so gloo's threads "
-                f"shared {'it' if cores == 1 else 'them'} with computation")
+                f"shared {'the core' if cores == 1 else 'the cores'} with computation")
         if busier is None or hid_more is None:
             return Verdict("full_unclear", said + ".")
         if busier != hid_more:
             return Verdict("full_agree", said + f": {busy} hid less, as that predicts.")
-        return Verdict("full_against", said + f", yet {busy} hid more: sharing "
-                                              f"{'it' if cores == 1 else 'them'} does not "
-                                              "explain this run.")
+        shared = "the core" if cores == 1 else "the cores"
+        return Verdict("full_against", said + f", yet {busy} hid more: sharing {shared} "
+                                              "does not explain this run.")
     said = (f"The {ranks} ranks' compute threads left {cores - ranks} of this build's "
             f"{cores} cores to gloo's threads")
     if busier is None or hid_more is None:
