@@ -218,7 +218,7 @@ def setup(world_size: int, rng) -> dict:
     # number names the wrong collective)
     calls = {rank: next(e for e in dump["entries"] if e["collective_seq_id"] == first)
              for rank, dump in nccl["dumps"].items()}
-    odd = {rank for rank in nccl["culprits"]}
+    odd = set(nccl["culprits"])
     theirs = next(e["profiling_name"] for rank, e in calls.items() if rank in odd)
     ours = next(e["profiling_name"] for rank, e in calls.items() if rank not in odd)
     for rank, dump in nccl["dumps"].items():

@@ -409,8 +409,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                        f"not 1/N: cut each parameter's values (or all of "
                                        f"them, flattened) into N equal parts, not whole "
                                        f"parameters among the ranks"))
-    elif twice_kept(results):
-        rank_a, rank_b, value = twice_kept(results)
+    elif twice := twice_kept(results):
+        rank_a, rank_b, value = twice
         findings.append(Finding(False, f"ranks {rank_a} and {rank_b} both hold Adam state "
                                        f"for the same weight (exp_avg {value:.6g} on "
                                        f"each): no value's state is kept twice; parts "

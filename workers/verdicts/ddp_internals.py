@@ -198,13 +198,13 @@ def cores_for_copying(cores: int, ranks: int,
     if cores <= ranks:
         all_cores = {1: "this build's one core", 2: "both of this build's cores"}.get(
             cores, f"all {cores} of this build's cores")
+        shared = "the core" if cores == 1 else "the cores"
         said = (f"The {ranks} ranks' compute threads filled {all_cores}, so gloo's threads "
-                f"shared {'the core' if cores == 1 else 'the cores'} with computation")
+                f"shared {shared} with computation")
         if busier is None or hid_more is None:
             return Verdict("full_unclear", said + ".")
         if busier != hid_more:
             return Verdict("full_agree", said + f": {busy} hid less, as that predicts.")
-        shared = "the core" if cores == 1 else "the cores"
         return Verdict("full_against", said + f", yet {busy} hid more: sharing {shared} "
                                               "does not explain this run.")
     said = (f"The {ranks} ranks' compute threads left {cores - ranks} of this build's "
