@@ -1266,7 +1266,14 @@ def demo_second_terminal(args, events: Events) -> int:
         events.emit("main", "looked", stacks=unread or "read")
         if unread:
             return without_py_spy(program, printed, unread, args, events)
-        processes = wait_until_hung(program.pid, time.time() + args.timeout, 2)
+        # as a reader does: look once both ranks printed their pids, past their start-up
+        # (py-spy stopping a rank inside TCPStore's connect makes it retry a second later,
+        # with the rank's Python stack at the same line in both looks)
+        deadline = time.time() + args.timeout
+        if not printed_both(program, printed, deadline):
+            say_main(f"the program did not hang within {args.timeout:g} s")
+            return 1
+        processes = wait_until_hung(program.pid, deadline, 2)
         if len(processes) < 2:
             say_main(f"the program did not hang within {args.timeout:g} s")
             return 1
@@ -1302,6 +1309,14 @@ def echo_pids(stream, printed: dict[int, int]) -> None:
             printed[int(found[1])] = int(found[2])
 
 
+def printed_both(program, printed: dict[int, int], deadline: float) -> bool:
+    """Wait until both ranks printed their pids (after their process group is made), the
+    program ends, or the deadline passes; whether both printed."""
+    while len(printed) < 2 and program.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    return len(printed) == 2
+
+
 def stacks_unreadable(pid: int) -> str | None:
     """Why py-spy cannot read process ``pid`` (a key of UNREAD), or None when it may."""
     if free_threaded():
@@ -1320,10 +1335,7 @@ def without_py_spy(program, printed: dict[int, int], unread: str, args,
     """second-terminal where py-spy may not read the program: the pids it printed, once
     both ranks printed theirs, then faulthandler, which needs no permission; the diagnosis
     has nothing to read (the program serves no recorder), so this stops the job itself."""
-    deadline = time.time() + args.timeout
-    while len(printed) < 2 and program.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
-    if len(printed) < 2:
+    if not printed_both(program, printed, time.time() + args.timeout):
         say_main(f"the program did not hang within {args.timeout:g} s")
         return 1
     time.sleep(0.5)  # each rank prints its pid just before it waits
