@@ -1,0 +1,42 @@
+"""Time all_reduce at a few sizes on 2 ranks and fit T = 2(N-1) alpha + 2(N-1)/N n / beta.
+
+    python programs/cost_model.py
+"""
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20]  # bytes: 4 KiB to 4 MiB
+
+
+def main(rank: int, n: int) -> None:
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    medians = []
+    for size in SIZES:
+        x = torch.ones(size // 4)  # float32: 4 bytes each
+        seconds = []
+        for _ in range(7):
+            dist.barrier()  # every rank starts the call together
+            begin = time.perf_counter()
+            dist.all_reduce(x)
+            seconds.append(time.perf_counter() - begin)
+        medians.append(statistics.median(seconds[2:]))  # the first two warm up
+    if rank == 0:
+        # a ring all-reduce: 2(N-1) steps, each rank sending 2(N-1)/N of the bytes
+        sent = [2 * (n - 1) / n * size for size in SIZES]
+        slope, intercept = statistics.linear_regression(sent, medians)
+        for size, t in zip(SIZES, medians):
+            print(f"[rank 0] {size:>8} B: {t * 1e6:8.0f} us", flush=True)
+        print(f"[rank 0] alpha = {intercept / (2 * (n - 1)) * 1e6:.0f} us per step, "
+              f"beta = {1 / slope / 1e9:.2f} GB/s", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+    mp.spawn(main, args=(2,), nprocs=2)
