@@ -208,6 +208,8 @@ DEMOS = [
     workers_demo("tensor_parallel", "mesh-2d", "--world-size", "4", output="holds rows"),
     workers_demo("tensor_parallel", "at-scale", "--degrees", "1", "2", "64",
                  output="degree 64: 8 collectives"),
+    workers_demo("cost_model", "grid", "--world-size", "3", "--sizes", "1024", "65536",
+                 "--trials", "2", output="broadcast +65532 B:"),
     workers_demo("hogwild", "train", "--steps", "10", "--threads", "1"),
     workers_demo("hogwild", "shared", "--processes", "2"),
     workers_demo("hogwild", "queue", "--items", "50"),

@@ -1,7 +1,7 @@
 """Predict, then measure: a cost model of collectives, fitted on this machine.
 
-A message of n bytes costs T = alpha + n / beta: a fixed latency alpha, whatever its size, and
-a bandwidth beta. A collective is a sequence of such messages, so its cost is a count of
+A message of n bytes costs T = alpha + n / beta: a fixed latency alpha, whatever its size,
+and a bandwidth beta. A collective is a sequence of such messages, so its cost is a count of
 latencies and a count of bytes: a ring all-reduce over N ranks takes 2(N - 1) steps, each
 rank sending 2(N - 1)/N of the tensor. This worker times each collective over a grid of
 message sizes at one world size, so that the page can fit alpha and beta per collective on
@@ -19,6 +19,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -38,6 +39,7 @@ from workers.ranks import (
     add_common_options,
     exit_now,
     open_events,
+    positive_float,
     positive_int,
     say,
 )
@@ -46,22 +48,23 @@ COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
 DEFAULT_SIZES = [1 << k for k in range(10, 23, 2)]  # 1 KiB, 4 KiB, ..., 4 MiB
 
 
-# --- the model ------------------------------------------------------------------------------
+# --- the model ----------------------------------------------------------------------------
 
 
 def terms(collective: str, world_size: int) -> tuple[float, float]:
     """The model's two terms for one collective at N ranks, as gloo runs it in torch 2.15:
     ``(steps, share)``, so that a tensor of n bytes costs steps * alpha + share * n / beta
     (n: the bytes of the whole tensor; for reduce_scatter its input, for all_gather its
-    output). Each collective's copies in memory scale with n too: its own beta holds them."""
+    output). Each collective's copies in memory scale with n too: its own beta holds
+    them."""
     n = world_size
     if collective == "all_reduce":  # a ring: reduce-scatter, then all-gather
         return 2 * (n - 1), 2 * (n - 1) / n
-    if collective == "reduce_scatter":  # gloo: an all_reduce of the whole input, then a copy
+    if collective == "reduce_scatter":  # gloo: an all_reduce of the whole input, a copy
         return 2 * (n - 1), 2 * (n - 1) / n
     if collective == "all_gather":  # a ring: each rank's part goes round once
         return n - 1, (n - 1) / n
-    if collective == "broadcast":  # a binomial tree: ceil(log2 N) rounds of the whole tensor
+    if collective == "broadcast":  # a binomial tree: ceil(log2 N) rounds, the whole tensor
         rounds = math.ceil(math.log2(n)) if n > 1 else 0
         return rounds, rounds
     raise ValueError(f"no model for {collective!r}: one of {', '.join(COLLECTIVES)}")
@@ -93,7 +96,8 @@ def fit(points: list[tuple[float, float, float, float]]) -> Fit:
     by 1 / seconds**2: relative errors count alike, so 1 KiB messages weigh as much as
     4 MiB ones. Standard errors from the residuals (at least three points)."""
     if len(points) < 3:
-        raise ValueError(f"a fit of two parameters needs at least 3 points, got {len(points)}")
+        raise ValueError(f"a fit of two parameters needs at least 3 points, got "
+                         f"{len(points)}")
     # rows of the weighted problem: (steps / t, share * size / t) . (alpha, 1/beta) = 1
     rows = [(steps / t, share * size / t) for steps, share, size, t in points]
     aa = sum(a * a for a, _ in rows)
@@ -103,7 +107,8 @@ def fit(points: list[tuple[float, float, float, float]]) -> Fit:
     by = sum(b for _, b in rows)
     det = aa * bb - ab * ab
     if det <= 0 or det <= 1e-12 * aa * bb:
-        raise ValueError("the points cannot separate alpha from beta: give sizes that differ")
+        raise ValueError("the points cannot separate alpha from beta: give sizes that "
+                         "differ")
     alpha = (bb * ay - ab * by) / det
     per_byte = (aa * by - ab * ay) / det
     relative = [a * alpha + b * per_byte - 1 for a, b in rows]  # predicted / measured - 1
@@ -113,7 +118,7 @@ def fit(points: list[tuple[float, float, float, float]]) -> Fit:
                math.sqrt(variance * aa / det), residuals)
 
 
-# --- the timings ----------------------------------------------------------------------------
+# --- the timings --------------------------------------------------------------------------
 
 
 def collective_call(name: str, numel: int, world_size: int, device):
@@ -157,7 +162,8 @@ def grid(rank: int, world_size: int, device, events: Events, collectives, sizes,
             nbytes = tensor.numel() * tensor.element_size()
             guess = predicted.get(name, {}).get(str(nbytes))
             if rank == 0:
-                said = f"{name:<15}{nbytes:>9} B: {statistics.median(seconds) * 1e6:9.0f} us"
+                median = statistics.median(seconds)
+                said = f"{name:<15}{nbytes:>9} B: {median * 1e6:9.0f} us"
                 if guess is not None:
                     said += f", predicted {guess * 1e6:.0f} us"
                 say(rank, said + f" (rank 0's median of {trials})")
@@ -187,19 +193,125 @@ def flight_records() -> list[dict]:
     return pickle.loads(torch._C._distributed_c10d._dump_fr_trace()).get("entries", [])
 
 
-# --- one rank, from start to finish ---------------------------------------------------------
+# --- the model used: three costs the book measured elsewhere -----------------------------
+
+
+def predicted(fits: dict, collective: str, world_size: int, size: float) -> float:
+    """Seconds the fitted model gives ``collective`` over ``size`` bytes at N ranks."""
+    steps, share = terms(collective, world_size)
+    return steps * fits[collective]["alpha"] + share * size * fits[collective]["per_byte"]
+
+
+def timed_all_reduce(step_buckets: list, bucket):
+    """A DDP communication hook: the bucket's all-reduce, after a barrier so that both
+    ranks start it together, timed and recorded in ``step_buckets``, then averaged."""
+    buffer = bucket.buffer()
+    dist.barrier()
+    begin = time.perf_counter()
+    dist.all_reduce(buffer)
+    step_buckets.append((bucket.index(), buffer.numel() * buffer.element_size(),
+                         time.perf_counter() - begin))
+    future = torch.futures.Future()
+    future.set_result(buffer.div_(dist.get_world_size()))
+    return future
+
+
+def zero2_step(shard: torch.Tensor, whole: torch.Tensor) -> None:
+    """ZeRO-2's communication in a step: each rank gets its shard's gradients summed, then
+    everyone gets every shard's updated parameters."""
+    dist.reduce_scatter_tensor(shard, whole)
+    dist.all_gather_into_tensor(whole, shard)
+
+
+def ddp_buckets(rank: int, world_size: int, device, events: Events, fits: dict, caps,
+                warmup: int, steps: int) -> None:
+    """DDP on the MNIST net at each bucket cap: each bucket's all-reduce timed inside a
+    communication hook, after a barrier; the buckets' predicted sum said before any timed
+    step."""
+    from torch.nn import functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from workers.mnist import MnistNet
+
+    generator = torch.Generator().manual_seed(rank)
+    images = torch.randn(64, 1, 28, 28, generator=generator).to(device)
+    labels = torch.randint(0, 10, (64,), generator=generator).to(device)
+    for cap in caps:
+        torch.manual_seed(0)
+        model = DDP(MnistNet().to(device), bucket_cap_mb=cap)
+        step_buckets = []  # (bucket index, bytes, seconds) of this step's all-reduces
+        model.register_comm_hook(step_buckets, timed_all_reduce)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        seconds, guess = [], None
+        for step in range(warmup + steps):
+            step_buckets.clear()
+            optimizer.zero_grad()
+            F.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+            if step < warmup:  # the buckets DDP keeps once it has rebuilt them
+                sizes = [size for _, size, _ in sorted(step_buckets)]
+                guess = sum(predicted(fits, "all_reduce", world_size, b) for b in sizes)
+                if step == warmup - 1 and rank == 0:
+                    say(rank, f"bucket_cap_mb={cap:g}: {len(sizes)} buckets of {sizes} B, "
+                              f"predicted {guess * 1e6:.0f} us of all-reduce per step")
+            else:
+                seconds.append(sum(t for *_, t in step_buckets))
+        if rank == 0:
+            say(rank, f"bucket_cap_mb={cap:g}: measured "
+                      f"{statistics.median(seconds) * 1e6:.0f} us per step (median)")
+        events.emit(rank, "ddp buckets", cap_mb=cap, buckets=sizes, predicted=guess,
+                    seconds=seconds)
+
+
+def zero2_against_ddp(rank: int, world_size: int, device, events: Events, fits: dict,
+                      sizes, warmup: int, trials: int) -> None:
+    """ZeRO-2's communication for a step (the gradients reduce-scattered, the parameters
+    all-gathered) against DDP's (one all-reduce of the gradients), predicted, then timed."""
+    for size in sizes:
+        numel = -(-size // 4 // world_size) * world_size  # padded to whole shards
+        whole = torch.ones(numel, device=device)
+        shard = torch.ones(numel // world_size, device=device)
+        nbytes = numel * 4
+        guess = {"ddp": predicted(fits, "all_reduce", world_size, nbytes),
+                 "zero2": predicted(fits, "reduce_scatter", world_size, nbytes)
+                 + predicted(fits, "all_gather", world_size, nbytes)}
+        if rank == 0:
+            say(rank, f"{nbytes} B of gradients: predicted DDP "
+                      f"{guess['ddp'] * 1e6:.0f} us, "
+                      f"ZeRO-2 {guess['zero2'] * 1e6:.0f} us")
+        seconds = {"ddp": timed(partial(dist.all_reduce, whole), device, warmup, trials),
+                   "zero2": timed(partial(zero2_step, shard, whole), device, warmup,
+                                  trials)}
+        sent = {"ddp": terms("all_reduce", world_size)[1] * nbytes,
+                "zero2": (terms("reduce_scatter", world_size)[1]
+                          + terms("all_gather", world_size)[1]) * nbytes}
+        if rank == 0:
+            say(rank, f"{nbytes} B of gradients: measured DDP "
+                      f"{statistics.median(seconds['ddp']) * 1e6:.0f} us, ZeRO-2 "
+                      f"{statistics.median(seconds['zero2']) * 1e6:.0f} us (medians)")
+        events.emit(rank, "zero2", size=nbytes, predicted=guess, seconds=seconds, sent=sent)
+
+
+# --- one rank, from start to finish -------------------------------------------------------
 
 
 def rank_main(rank: int, job: Job, args) -> None:
     events = Events(args.events)
     share_cores(job.world_size)  # a thread per core in every rank slows gloo's copies
     with joined(job, rank) as device:
-        grid(rank, job.world_size, device, events, args.collectives, args.sizes,
-             args.warmup, args.trials, args.predicted)
+        if args.demo == "grid":
+            grid(rank, job.world_size, device, events, args.collectives, args.sizes,
+                 args.warmup, args.trials, args.predicted)
+        else:
+            ddp_buckets(rank, job.world_size, device, events, args.fits, args.caps,
+                        args.warmup, args.trials)
+            zero2_against_ddp(rank, job.world_size, device, events, args.fits,
+                              [mnist_gradient_bytes(), 4 << 20], args.warmup, args.trials)
 
 
 def command_line() -> Parser:
-    parser = Parser(prog="python -m workers.cost_model", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m workers.cost_model",
+                    description=__doc__.split("\n\n")[0])
     demos = parser.add_subparsers(dest="demo", required=True, metavar="DEMO")
     grid_demo = demos.add_parser("grid", help="time each collective at each message size")
     grid_demo.add_argument("--collectives", nargs="+", choices=COLLECTIVES,
@@ -211,6 +323,20 @@ def command_line() -> Parser:
                            help="untimed runs first (default 2)")
     grid_demo.add_argument("--trials", type=positive_int, default=5,
                            help="timed runs (default 5)")
+    uses_demo = demos.add_parser("uses", help="predict, then time: DDP's buckets at "
+                                 "two caps, ZeRO-2's two collectives against DDP's one")
+    uses_demo.add_argument("--fits", metavar="PATH", required=True,
+                           help='a JSON file of the fitted model: {"all_reduce": {"alpha": '
+                           'seconds, "per_byte": seconds}, ...}, for every collective')
+    uses_demo.add_argument("--caps", type=positive_float, nargs="+", default=[25, 0.02],
+                           metavar="MB",
+                           help="DDP's bucket_cap_mb values (default 25 0.02)")
+    uses_demo.add_argument("--warmup", type=int, default=2,
+                           help="untimed steps or calls first (default 2)")
+    uses_demo.add_argument("--trials", type=positive_int, default=5,
+                           help="timed steps or calls (default 5)")
+    add_job_options(uses_demo)
+    add_common_options(uses_demo, timeout=60)
     grid_demo.add_argument("--predictions", metavar="PATH",
                            help="a JSON file of the times predicted for this world size, "
                            '{"all_reduce": {"1024": seconds, ...}, ...}, printed beside '
@@ -221,7 +347,8 @@ def command_line() -> Parser:
 
 
 def read_predictions(parser, path: str | None) -> dict:
-    """The predictions file, checked: a mistake in it is one line, before any rank starts."""
+    """The predictions file, checked: a mistake in it is one line, before any rank
+    starts."""
     if path is None:
         return {}
     try:
@@ -232,11 +359,37 @@ def read_predictions(parser, path: str | None) -> dict:
     except ValueError as error:
         parser.error(f"the predictions file {path} is not JSON: {error}")
     if not isinstance(predicted, dict) or not all(
-            isinstance(times, dict) and all(isinstance(t, (int, float)) for t in times.values())
+            isinstance(times, dict)
+            and all(isinstance(t, (int, float)) for t in times.values())
             for times in predicted.values()):
         parser.error(f"the predictions file {path} must map each collective to "
                      '{"bytes": seconds, ...}')
     return predicted
+
+
+def read_fits(parser, path: str) -> dict:
+    """The fitted model's file, checked: alpha and per_byte for every collective."""
+    try:
+        with open(path) as file:
+            fits = json.load(file)
+    except OSError as error:
+        parser.error(f"cannot read the fits file {path}: {error.strerror}")
+    except ValueError as error:
+        parser.error(f"the fits file {path} is not JSON: {error}")
+    if not isinstance(fits, dict) or any(
+            not isinstance(fits.get(name), dict)
+            or not all(isinstance(fits[name].get(k), (int, float))
+                       for k in ("alpha", "per_byte")) for name in COLLECTIVES):
+        parser.error(f"the fits file {path} must give every collective "
+                     '{"alpha": seconds, "per_byte": seconds}: ' + ", ".join(COLLECTIVES))
+    return fits
+
+
+def mnist_gradient_bytes() -> int:
+    """The bytes of the MNIST net's gradients: what DDP all-reduces each step."""
+    from workers.mnist import MnistNet
+
+    return sum(p.numel() * p.element_size() for p in MnistNet().parameters())
 
 
 def main(argv=None) -> int:
@@ -244,7 +397,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.warmup < 0:
         parser.error("--warmup must be 0 or more")
-    args.predicted = read_predictions(parser, args.predictions)
+    if args.demo == "grid":
+        args.predicted = read_predictions(parser, args.predictions)
+    else:
+        args.fits = read_fits(parser, args.fits)
+        if args.warmup < 1:
+            parser.error("--warmup must be 1 or more: DDP's buckets are known after a step")
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "64")  # a flight recorder in every rank
     job = job_from_args(parser, args)
     open_events(args.events)

@@ -4,14 +4,10 @@ all), so every comparison is worded here, one sentence per outcome."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from workers.verdicts import Verdict, counted, verdict
-
-
-def off_by(ratio: float) -> str:
-    """``"1.8 times the prediction"`` or ``"0.6 of it"``: a measured / predicted ratio."""
-    return f"{ratio:.1f} times" if ratio >= 1 else f"{ratio:.2f} of"
 
 
 def ratio_range(ratios: Sequence[float]) -> str:
@@ -31,46 +27,76 @@ LOOSE = 0.5  # a fit that missed its own points by more than this cannot test a 
     mixed_oversubscribed=dict(world_size=3, cores=2, ratios=[0.9, 1.1, 3.0], spread=0.25),
     mixed=dict(world_size=3, cores=16, ratios=[0.9, 1.1, 3.0], spread=0.25),
 )
-def held_out(world_size: int, cores: int, ratios: Sequence[float], spread: float) -> Verdict:
-    """A world size the fit never saw: measured / predicted at each size (medians), against
-    the fit's own spread (the largest relative miss at the points it was fitted on)."""
+def held_out(world_size: int, cores: int, ratios: Sequence[float],
+             spread: float) -> Verdict:
+    """A world size the fit never saw: measured / predicted at each size (medians),
+    against the fit's own spread (the largest relative miss at the points it was fitted
+    on)."""
+    at = (f"at {world_size} ranks the measurements were {ratio_range(ratios)} times the "
+          f"predictions")
     if spread > LOOSE:
-        return Verdict("loose", f"At {world_size} ranks the measurements were "
-                                f"{ratio_range(ratios)} times the predictions, but the fit "
-                                f"itself missed its own points by up to {spread:.0%}: too "
-                                f"loose a fit to say whether the model carries over (its "
-                                f"timings were noisy; a quieter run, or more trials, "
-                                f"narrows it)")
+        return Verdict("loose", f"{at}, but the fit missed its own points by up to "
+                                f"{spread:.0%}: too loose a fit to say whether the model "
+                                f"carries over (its timings were noisy; a quieter run, or "
+                                f"more trials, narrows it)")
     within = [abs(r - 1) <= spread for r in ratios]
-    at = f"At {world_size} ranks the measurements were {ratio_range(ratios)} times the " \
-         f"predictions"
     tolerance = f"the fit missed its own points by up to {spread:.0%}"
-    crowded = world_size > cores
+    crowded = (f"{world_size} ranks on {counted(cores, 'core')}: the ranks' threads and "
+               f"gloo's wait for a core, a cost no term of the model counts")
     if all(within):
-        return Verdict("within", f"{at}: inside the spread, as {tolerance}. The model's "
-                                 f"counts of steps and bytes carried over to {world_size} "
-                                 f"ranks")
-    cores_said = (f"{world_size} ranks on {counted(cores, 'core')}: each rank's thread and "
-                  f"gloo's threads wait for a core, a cost no term of the model counts")
+        return Verdict("within", f"{at}: inside the spread, as {tolerance}; the model's "
+                                 f"counts of steps and bytes carried over")
     if all(r > 1 + spread for r in ratios):
-        if crowded:
+        if world_size > cores:
             return Verdict("slower_oversubscribed", f"{at}: every one slower, beyond the "
-                                                    f"spread ({tolerance}). {cores_said}")
-        return Verdict("slower", f"{at}: every one slower, beyond the spread ({tolerance}), "
-                                 f"with a core for every rank: a cost that grows with the "
-                                 f"ranks faster than the model's steps and bytes (the "
-                                 f"memory bandwidth the ranks share, or the operating "
-                                 f"system's scheduling)")
+                                                    f"spread ({tolerance}). {crowded}")
+        return Verdict("slower", f"{at}: every one slower, beyond the spread "
+                                 f"({tolerance}), with a core for every rank: a cost "
+                                 f"that "
+                                 f"grows with the ranks faster than the model's steps and "
+                                 f"bytes (the memory bandwidth the ranks share, or the "
+                                 f"scheduler)")
     if all(r < 1 - spread for r in ratios):
-        return Verdict("faster", f"{at}: every one faster, beyond the spread ({tolerance}): "
-                                 f"the fitted alpha or beta was pessimistic, as a fit at one "
-                                 f"world size can be when that run was slowed")
-    inside = sum(within)
-    some = (f"{at}: {inside} of {len(ratios)} inside the spread ({tolerance}), the rest "
-            f"beyond it")
-    if crowded:
-        return Verdict("mixed_oversubscribed", f"{some}. {cores_said}, and how long they "
+        return Verdict("faster", f"{at}: every one faster, beyond the spread "
+                                 f"({tolerance}): the fitted alpha or beta was "
+                                 f"pessimistic, as a fit at one world size is when that "
+                                 f"run was slowed")
+    some = (f"{at}: {sum(within)} of {len(ratios)} inside the spread ({tolerance}), the "
+            f"rest beyond it")
+    if world_size > cores:
+        return Verdict("mixed_oversubscribed", f"{some}. {crowded}, and how long they "
                                                f"wait differs from call to call")
     return Verdict("mixed", f"{some}: the model holds at some sizes and not at others, "
                             f"the sign of a regime it does not describe (latency at small "
                             f"sizes, memory bandwidth at large ones)")
+
+
+@verdict(
+    loose=dict(what="DDP's all-reduces", predicted=400e-6,
+               measured=[380e-6, 420e-6, 450e-6], spread=0.9),
+    within=dict(what="DDP's all-reduces", predicted=400e-6,
+                measured=[380e-6, 420e-6, 450e-6], spread=0.25),
+    slower=dict(what="DDP's all-reduces", predicted=400e-6,
+                measured=[900e-6, 1000e-6, 1100e-6], spread=0.25),
+    faster=dict(what="DDP's all-reduces", predicted=400e-6,
+                measured=[150e-6, 200e-6, 210e-6], spread=0.25),
+)
+def use_prediction(what: str, predicted: float, measured: Sequence[float],
+                   spread: float) -> Verdict:
+    """One cost predicted before it ran, against its timed trials (seconds), judged by the
+    fit's own spread."""
+    median = statistics.median(measured)
+    said = (f"{what}: predicted {predicted * 1e6:,.0f} µs, measured {median * 1e6:,.0f} µs "
+            f"(median; {min(measured) * 1e6:,.0f} to {max(measured) * 1e6:,.0f})")
+    ratio = median / predicted
+    if spread > LOOSE:
+        return Verdict("loose", f"{said}, {ratio:.2f} times the prediction; but the fit "
+                                f"missed its own points by up to {spread:.0%}, too loose "
+                                f"to judge the prediction")
+    if abs(ratio - 1) <= spread:
+        return Verdict("within", f"{said}, inside the fit's own spread (±{spread:.0%})")
+    if ratio > 1:
+        return Verdict("slower", f"{said}, {ratio:.1f} times the prediction, beyond the "
+                                 f"fit's spread (±{spread:.0%})")
+    return Verdict("faster", f"{said}, {ratio:.2f} of the prediction, beyond the fit's "
+                             f"spread (±{spread:.0%})")
