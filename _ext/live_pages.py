@@ -103,7 +103,7 @@ def add_page_scripts(app, pagename, templatename, context, doctree) -> None:
     scripts.append(_JavaScript("_live/live.js", priority=800, defer="defer"))
     if 'class="live-bar"' in body:
         styles.append(_CascadingStyleSheet("_live/live.css", priority=800))
-    if 'class="live-figure"' in body:
+    if 'class="live-figure"' in body or 'class="live-model"' in body:
         styles.append(_CascadingStyleSheet("_live/figures.css", priority=800))
         scripts.append(_JavaScript("_plotly/plotly.min.js", priority=800))
         scripts.append(_JavaScript("_live/figures.js", priority=800, defer="defer"))

@@ -150,6 +150,41 @@ def test_search_finds_all_reduce_in_the_collectives_chapter(site, browser):
     assert any("collectives.html" in href for href in hrefs), hrefs
 
 
+def test_the_cost_model_recomputes_each_collective_from_typed_parameters(site, browser):
+    """The cost-model page's explorer: a link typed in (5 µs, 25 GB/s, 64 ranks) gives every
+    collective the time the worker's terms give, and the fit's button brings the page's
+    own values back."""
+    from workers.cost_model import terms
+
+    _, base = site
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{base}/book/cost_model.html", wait_until="load")
+    box = page.locator(".live-model.live-figure-drawn")
+    box.wait_for(timeout=30_000)
+    fitted = [box.locator(f"input[name={n}]").input_value() for n in ("alpha", "beta")]
+    for name, value in (("alpha", "5"), ("beta", "25"), ("ranks", "64"),
+                        ("size", "8000000")):
+        box.locator(f"input[name={name}]").fill(value)
+    page.wait_for_function("document.querySelector('.live-model').dataset.ranks === '64'")
+    traces = page.evaluate("""() => document.querySelector('.live-model .live-model-plot')
+        .data.filter(t => t.mode === 'lines').map(t => [t.name, t.x, t.y])""")
+    assert [name for name, _, _ in traces] == ["all_reduce", "reduce_scatter", "all_gather",
+                                               "broadcast"]
+    for name, xs, ys in traces:
+        steps, share = terms(name, 64)
+        at = xs.index(8_000_000)
+        assert ys[at] == pytest.approx((steps * 5e-6 + share * 8e6 / 25e9) * 1e6), name
+    readout = box.locator(".live-model-readout").text_content()
+    assert "all_reduce 1,260 µs (630 of latency, 630 of bytes" in readout, readout
+    box.locator("button[data-preset]").click()
+    assert [box.locator(f"input[name={n}]").input_value()
+            for n in ("alpha", "beta")] == fitted
+    assert errors == []
+    page.close()
+
+
 def theme(page) -> str:
     return page.evaluate("document.documentElement.dataset.theme")
 
@@ -267,7 +302,7 @@ def test_plotly_only_where_a_figure_is_and_a_live_bar_on_every_chapter(site):
         soup = BeautifulSoup(path.read_text(), "html.parser")
         scripts = [tag.get("src", "") for tag in soup.select("script")]
         assert any("_plotly/plotly.min.js" in src for src in scripts) == bool(
-            soup.select(".live-figure")), path.name
+            soup.select(".live-figure, .live-model")), path.name
         assert not any("thebe" in src and "_thebe" not in src for src in scripts), path.name
     for name in chapters():
         soup = BeautifulSoup((html_dir / "book" / f"{name}.html").read_text(), "html.parser")

@@ -666,6 +666,65 @@ def interactive(figures: Figure | dict[str, Figure], name: str,
     return Interactive(variants, name, label)
 
 
+class ModelExplorer:
+    """A cost model the reader drives: inputs for alpha, beta, the ranks N and a message
+    size, and each collective's predicted time, drawn by ``_live/figures.js`` with
+    plotly.js from ``terms`` (``{collective: {N: (steps, share)}}``, computed in Python, the
+    one place the model's counts are written). Where no plotly.js runs, the PNG ``static``
+    draws shows the curves at the starting values instead."""
+
+    def __init__(self, terms: dict, alpha: float, beta: float, sizes: list[int],
+                 name: str, static: Callable | None = None, ranks: int = 2):
+        self.terms, self.alpha, self.beta, self.sizes = terms, alpha, beta, sizes
+        self.name, self.static, self.ranks = name, static, ranks
+
+    def __repr__(self) -> str:
+        return f"<cost model {self.name!r}: {', '.join(self.terms)}>"
+
+    def _repr_html_(self) -> str:
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.name).strip("-") or "model"
+        spec = {"name": slug, "alpha_us": self.alpha * 1e6, "beta_gbs": self.beta / 1e9,
+                "ranks": self.ranks, "sizes": self.sizes,
+                "colours": OPERATION_COLOURS[:len(self.terms)],
+                "terms": {name: {str(n): list(pair) for n, pair in by_ranks.items()}
+                          for name, by_ranks in self.terms.items()}}
+        data = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
+        most = max(int(n) for by_ranks in spec["terms"].values() for n in by_ranks)
+
+        def field(key: str, label: str, value: float, **limits) -> str:
+            bounds = "".join(f' {k}="{v}"' for k, v in limits.items())
+            return (f'<label>{label} <input type="number" name="{key}" value="{value:.4g}"'
+                    f' step="any"{bounds}></label>')
+
+        inputs = "".join([
+            field("alpha", "α (µs)", spec["alpha_us"], min=0),
+            field("beta", "β (GB/s)", spec["beta_gbs"], min=0.001),
+            field("ranks", "ranks N", self.ranks, min=2, max=most),
+            field("size", "message (bytes)", 1 << 20, min=1),
+            '<button type="button" data-preset="fit">back to this machine\'s fit</button>',
+        ])
+        static = _png_data_url(self.static) if self.static else ""
+        return (
+            f'<div class="live-model" data-name="{html.escape(slug)}">'
+            f'<div class="live-model-inputs" hidden>{inputs}</div>'
+            '<div class="live-model-plot" hidden></div>'
+            '<p class="live-model-readout" aria-live="polite" hidden></p>'
+            + (f'<img class="live-figure-static" alt="{html.escape(self.name)}" '
+               f'src="{static}" style="max-width:100%">' if static else "")
+            + '<div class="live-figure-note" style="font-size:.8em;opacity:.8">Every curve '
+            "here is a prediction from the parameters above, never a measurement: change "
+            "them, or type another link's (say 5 µs and 25 GB/s).</div>"
+            f'<script type="application/json" class="live-model-data">{data}</script></div>'
+        )
+
+
+def model_explorer(terms: dict, alpha: float, beta: float, sizes: list[int], name: str,
+                   static: Callable | None = None, ranks: int = 2) -> ModelExplorer:
+    """An interactive cost model, starting from ``alpha`` (seconds) and ``beta`` (bytes per
+    second) at ``ranks`` ranks, over the message ``sizes`` (bytes)."""
+    return ModelExplorer(terms, alpha, beta, sizes, name, static, ranks)
+
+
 def interactive_timeline(events: list[dict] | dict[str, list[dict]], title: str = "",
                          name: str = "timeline", label: str = "") -> Interactive:
     """A run's events as an interactive timeline (``timeline_figure``), or one per variant:
