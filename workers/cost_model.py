@@ -319,10 +319,12 @@ def command_line() -> Parser:
                            help=f"which to time (default: {' '.join(COLLECTIVES)})")
     grid_demo.add_argument("--sizes", type=positive_int, nargs="+", default=DEFAULT_SIZES,
                            metavar="BYTES", help="message sizes (default 1 KiB ... 4 MiB)")
-    grid_demo.add_argument("--warmup", type=int, default=2,
-                           help="untimed runs first (default 2)")
-    grid_demo.add_argument("--trials", type=positive_int, default=5,
-                           help="timed runs (default 5)")
+    # gloo grows a connection's buffers to a new size's messages: the first calls at a size
+    # can take several times as long as the next ones
+    grid_demo.add_argument("--warmup", type=int, default=5,
+                           help="untimed runs first, at each size (default 5)")
+    grid_demo.add_argument("--trials", type=positive_int, default=7,
+                           help="timed runs (default 7)")
     uses_demo = demos.add_parser("uses", help="predict, then time: DDP's buckets at "
                                  "two caps, ZeRO-2's two collectives against DDP's one")
     uses_demo.add_argument("--fits", metavar="PATH", required=True,
@@ -331,8 +333,8 @@ def command_line() -> Parser:
     uses_demo.add_argument("--caps", type=positive_float, nargs="+", default=[25, 0.02],
                            metavar="MB",
                            help="DDP's bucket_cap_mb values (default 25 0.02)")
-    uses_demo.add_argument("--warmup", type=int, default=2,
-                           help="untimed steps or calls first (default 2)")
+    uses_demo.add_argument("--warmup", type=int, default=5,
+                           help="untimed steps or calls first (default 5)")
     uses_demo.add_argument("--trials", type=positive_int, default=5,
                            help="timed steps or calls (default 5)")
     add_job_options(uses_demo)
