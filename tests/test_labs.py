@@ -204,6 +204,19 @@ WRONG = {
         "wrong_pop_from_end": "in that order: each step takes the next batch, from the first",
         "wrong_read_before_wait": "read a tensor with .item() that its all_reduce",
     },
+    "cost_fit": {
+        "wrong_unweighted": "that is the fit with each absolute error weighed alike",
+        "wrong_sqrt_weights": "each error divided by the square root of its time",
+        "wrong_averages_trials": "the mean of its trials (each trial is a point)",
+        "wrong_ring_reduce_scatter": "a ring reduce-scatter's counts for reduce_scatter",
+        "wrong_log2_unrounded": "log2(N) for broadcast, not rounded up",
+        "wrong_broadcast_chain": "N - 1 steps for broadcast, as a chain would take",
+        "wrong_whole_bytes": "the whole of n bytes for every collective, not its share",
+        "wrong_returns_per_byte": "that is 1 / beta (seconds per byte) where beta goes",
+        "wrong_microseconds": "that is alpha in microseconds",
+        "wrong_float32": "that is what float32 gives: compute in double precision",
+        "wrong_borrows_the_book": "imported workers.cost_model: the fit is the lab",
+    },
     "hung_rank": {
         "wrong_trust_retired": "both calls at that number finished, as nccl can let them",
         "wrong_skips_retired": "that is the next number, where they hang",
@@ -237,7 +250,7 @@ WRONG = {
 # The labs whose wrong solutions issue 42 added, six or more each beyond the first ones.
 BEYOND_THE_FIRST = {"barrier": 4, "two_collectives": 4, "ring": 4, "pair_groups": 3,
                     "average_gradients": 4, "comm_hook": 4, "zero1": 4, "hogwild": 3,
-                    "uneven": 3}
+                    "uneven": 3, "cost_fit": 6}
 # Every check in this file uses one seed (LABS_SEED replays a run's): the verdicts say it.
 SEED = int(os.environ.get("LABS_SEED") or random.SystemRandom().randrange(1, 100_000))
 
@@ -391,7 +404,7 @@ def test_the_seed_chooses_the_inputs_alone():
     seeds give others, and the late rank, the shortest rank and the lengths vary."""
     from workers.labs import inputs
 
-    for lab in ("barrier", "two_collectives", "uneven", "hogwild", "zero1"):
+    for lab in ("barrier", "two_collectives", "uneven", "hogwild", "zero1", "cost_fit"):
         module = lab_module(lab)
         first, again = inputs(module, 3, SEED), inputs(module, 3, SEED)
         for drawn in (first, again):  # the shared tensors are made, not drawn
