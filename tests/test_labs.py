@@ -216,6 +216,10 @@ WRONG = {
         "wrong_microseconds": "that is alpha in microseconds",
         "wrong_float32": "that is what float32 gives: compute in double precision",
         "wrong_borrows_the_book": "imported workers.cost_model: the fit is the lab",
+        "wrong_tensor_values": "you returned torch.Tensor values: return (alpha, beta), two",
+        "wrong_set_of_points": "identical points kept once, as a set keeps them",
+        "wrong_floor_log2": "log2(N) rounded down for broadcast",
+        "wrong_imports_numpy": "your file imports numpy: the contract allows the standard",
     },
     "hung_rank": {
         "wrong_trust_retired": "both calls at that number finished, as nccl can let them",

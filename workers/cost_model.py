@@ -9,6 +9,8 @@ some of the points and predict the others before looking at them.
 
     python -m workers.cost_model grid --world-size 2 --backend gloo
     python -m workers.cost_model grid --world-size 3 --sizes 4096 1048576 --trials 9
+    python -m workers.cost_model uses --world-size 2 --fits fits.json   # the page writes it
+    python -m workers.cost_model uses --world-size 4 --uses tensor-parallel --fits fits.json
 """
 
 from __future__ import annotations
@@ -292,6 +294,32 @@ def zero2_against_ddp(rank: int, world_size: int, device, events: Events, fits: 
         events.emit(rank, "zero2", size=nbytes, predicted=guess, seconds=seconds, sent=sent)
 
 
+def tensor_parallel_layer(rank: int, world_size: int, device, events: Events, fits: dict,
+                          token_counts, width: int, warmup: int, trials: int) -> None:
+    """One tensor-parallel MLP's forward, split as the tensor-parallel chapter splits it
+    (``up`` by its output features, ``down`` by its input features): each rank's partial
+    output, tokens x width floats, all-reduced; predicted, then timed."""
+    hidden = 4 * width
+    generator = torch.Generator().manual_seed(0)  # the same whole weights on every rank
+    up = torch.randn(hidden, width, generator=generator).to(device)  # as nn.Linear's
+    down = torch.randn(width, hidden, generator=generator).to(device)
+    mine = slice(rank * hidden // world_size, (rank + 1) * hidden // world_size)
+    for tokens in token_counts:
+        x = torch.randn(tokens, width, generator=generator).to(device)
+        partial_sum = torch.relu(x @ up[mine].T) @ down[:, mine].T  # my hidden units' part
+        nbytes = partial_sum.numel() * partial_sum.element_size()
+        guess = predicted(fits, "all_reduce", world_size, nbytes)
+        if rank == 0:
+            say(rank, f"{tokens} tokens x {width}: the all-reduce of {nbytes} B, predicted "
+                      f"{guess * 1e6:.0f} us")
+        seconds = timed(partial(dist.all_reduce, partial_sum), device, warmup, trials)
+        if rank == 0:
+            say(rank, f"{tokens} tokens x {width}: measured "
+                      f"{statistics.median(seconds) * 1e6:.0f} us (median)")
+        events.emit(rank, "tensor parallel", tokens=tokens, width=width, size=nbytes,
+                    predicted=guess, seconds=seconds)
+
+
 # --- one rank, from start to finish -------------------------------------------------------
 
 
@@ -302,11 +330,19 @@ def rank_main(rank: int, job: Job, args) -> None:
         if args.demo == "grid":
             grid(rank, job.world_size, device, events, args.collectives, args.sizes,
                  args.warmup, args.trials, args.predicted)
-        else:
+            return
+        if "ddp" in args.uses:
             ddp_buckets(rank, job.world_size, device, events, args.fits, args.caps,
                         args.warmup, args.trials)
+        if "zero2" in args.uses:
             zero2_against_ddp(rank, job.world_size, device, events, args.fits,
                               [mnist_gradient_bytes(), 4 << 20], args.warmup, args.trials)
+        if "tensor-parallel" in args.uses:
+            tensor_parallel_layer(rank, job.world_size, device, events, args.fits,
+                                  args.tokens, args.width, args.warmup, args.trials)
+
+
+USES = ("ddp", "zero2", "tensor-parallel")
 
 
 def command_line() -> Parser:
@@ -326,7 +362,16 @@ def command_line() -> Parser:
     grid_demo.add_argument("--trials", type=positive_int, default=7,
                            help="timed runs (default 7)")
     uses_demo = demos.add_parser("uses", help="predict, then time: DDP's buckets at "
-                                 "two caps, ZeRO-2's two collectives against DDP's one")
+                                 "two caps, ZeRO-2's two collectives against DDP's one, "
+                                 "a tensor-parallel MLP's all-reduce")
+    uses_demo.add_argument("--uses", nargs="+", choices=USES, default=list(USES),
+                           metavar="USE", help=f"which (default: {' '.join(USES)})")
+    uses_demo.add_argument("--tokens", type=positive_int, nargs="+", default=[64, 1024],
+                           metavar="N", help="the tensor-parallel MLP's tokens "
+                           "(default 64 1024)")
+    uses_demo.add_argument("--width", type=positive_int, default=256,
+                           help="the tensor-parallel MLP's width (default 256, the "
+                           "tensor-parallel chapter's; hidden is 4 x width)")
     uses_demo.add_argument("--fits", metavar="PATH", required=True,
                            help='a JSON file of the fitted model: {"all_reduce": {"alpha": '
                            'seconds, "per_byte": seconds}, ...}, for every collective')

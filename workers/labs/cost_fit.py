@@ -12,18 +12,20 @@ The contract (labs/cost_fit.py), clause by clause, and the timings that check ea
   drawn around 1) and sizes from 1 KiB to 64 MiB, where a fit of the absolute errors, or
   weights of 1 / seconds instead of 1 / seconds squared, lands elsewhere.
 - Every point counts once, in any order, repeats included: the noisy set holds three
-  trials of each point, shuffled; averaging the trials first, or keeping one of each,
+  trials of each point, shuffled, and a quarter of its points twice to the last digit;
+  averaging the trials first, keeping the fastest or one of each, or a set of the points,
   weighs the points otherwise.
 - Within one part in a million, in double precision: a noise-free set whose answer is its
   own alpha and beta (to 1e-9), and every answer compared with the exact least squares one
   to 1e-6 (torch.linalg.lstsq in float32 lands far off on the noisy set, whose rows span
   nine orders of magnitude).
 - Seconds and bytes per second, as floats, (alpha, beta) in that order: every answer; one
-  in microseconds, in GB/s, 1 / beta instead of beta, or the two swapped is named.
+  in microseconds, in GB/s, 1 / beta instead of beta, or the two swapped is named, and
+  values that are not Python floats (0-d tensors) are refused.
 - Real timings: the job's ranks time each collective at three sizes (the slowest rank's
   time of each trial), and the function fits them with the rest.
 - The standard library and torch only, not workers.cost_model: the modules imported while
-  the function ran.
+  the function ran, and the imports of the reader's file (numpy among them).
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ MISCOUNTED = {
         lambda c, n: (math.log2(n),) * 2 if c == "broadcast" else terms(c, n),
     "N - 1 steps for broadcast, as a chain would take (gloo's is a binomial tree)":
         lambda c, n: (n - 1,) * 2 if c == "broadcast" else terms(c, n),
+    "log2(N) rounded down for broadcast (a tree's rounds are log2(N) rounded up)":
+        lambda c, n: (math.floor(math.log2(n)),) * 2 if c == "broadcast" else terms(c, n),
+    "a broadcast's bytes counted once, not once a round (each round sends the whole "
+    "tensor)": lambda c, n: (terms(c, n)[0], 1.0) if c == "broadcast" else terms(c, n),
+    "2(N - 1) steps for all_gather (its two halves of a part travel in one step's "
+    "time: N - 1 steps)":
+        lambda c, n: (2 * (n - 1), (n - 1) / n) if c == "all_gather" else terms(c, n),
+    "an all_gather's nbytes taken as one rank's part (nbytes is the whole output)":
+        lambda c, n: (n - 1, n - 1) if c == "all_gather" else terms(c, n),
     "the whole of n bytes for every collective, not its share":
         lambda c, n: (terms(c, n)[0], 1.0),
     "one step for every collective, not its steps":
@@ -80,13 +91,14 @@ MISCOUNTED = {
 }
 
 
-def least_squares(timings, counts=terms, weight=2) -> tuple[float, float]:
-    """(alpha, beta) minimising sum((predicted - seconds)**2 / seconds**weight): weight 2
-    is the contract's relative errors, 0 absolute ones."""
+def least_squares(timings, counts=terms, weigh=lambda nbytes, seconds: seconds ** -2
+                  ) -> tuple[float, float]:
+    """(alpha, beta) minimising the sum of weigh(nbytes, seconds) * (predicted - seconds)
+    ** 2: the default is the contract's relative errors."""
     aa = ab = bb = ay = by = 0.0
     for collective, world_size, nbytes, seconds in timings:
         steps, share = counts(collective, world_size)
-        w = seconds ** -weight
+        w = weigh(nbytes, seconds)
         a, b = steps, share * nbytes
         aa, ab, bb = aa + w * a * a, ab + w * a * b, bb + w * b * b
         ay, by = ay + w * a * seconds, by + w * b * seconds
@@ -107,6 +119,14 @@ def first_of_each(timings) -> list:
     kept: dict = {}
     for collective, world_size, nbytes, seconds in timings:
         kept.setdefault((collective, world_size, nbytes), seconds)
+    return [(*key, seconds) for key, seconds in kept.items()]
+
+
+def fastest_of_each(timings) -> list:
+    kept: dict = {}
+    for collective, world_size, nbytes, seconds in timings:
+        key = (collective, world_size, nbytes)
+        kept[key] = min(kept.get(key, math.inf), seconds)
     return [(*key, seconds) for key, seconds in kept.items()]
 
 
@@ -137,8 +157,11 @@ def setup(world_size: int, rng) -> dict:
                           f"16 MiB, no noise", "timings": timings, "truth": truth})
     timings, _ = modelled(rng, COLLECTIVES, range(2, 9), [4 ** k for k in range(5, 14)],
                           3, 0.25)
+    timings += rng.sample(timings, len(timings) // 4)  # some twice, to the last digit
+    rng.shuffle(timings)
     sets.append({"story": "every collective at 2 to 8 ranks, 1 KiB to 64 MiB, three "
-                          "trials each, with noise", "timings": timings, "truth": None})
+                          "trials each with noise, some of them twice", "timings": timings,
+                 "truth": None})
     timings, truth = modelled(rng, ("reduce_scatter", "broadcast"), (3, 5, 6),
                               [4 ** k for k in range(6, 12)], 1, 0.0)
     sets.append({"story": "reduce_scatter and broadcast at 3, 5 and 6 ranks, no noise",
@@ -207,15 +230,48 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
 
             answers.append({"raised": raised_at(error, solution)})
     borrowed = sorted(name for name in sys.modules if name == "workers.cost_model")
-    return {"answers": answers, "here": here, "borrowed": borrowed}
+    return {"answers": answers, "here": here, "borrowed": borrowed,
+            "imported": imported(solution.__code__.co_filename)}
+
+
+def imported(path: str) -> list[str]:
+    """The modules the reader's file imports that the contract does not allow: neither
+    the standard library nor torch."""
+    import ast
+
+    try:
+        tree = ast.parse(open(path).read())
+    except (OSError, SyntaxError):
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return sorted(name for name in names if name.partition(".")[0] not in
+                  (*sys.stdlib_module_names, "torch", "__future__"))
 
 
 def number_pair(answer) -> tuple[float, float] | None:
     try:
         alpha, beta = answer
-        return float(alpha), float(beta)
     except (TypeError, ValueError):
         return None
+    if not all(isinstance(value, float) for value in (alpha, beta)):
+        return None
+    return alpha, beta
+
+
+def not_floats(answer) -> str:
+    """What the answer holds instead of two floats, or ''."""
+    try:
+        kinds = [type(value) for value in answer]
+    except TypeError:
+        return ""
+    others = sorted({f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins.")
+                     for kind in kinds if not issubclass(kind, float)})
+    return f"{' and '.join(others)} values" if len(kinds) == 2 and others else ""
 
 
 def close(got: float, want: float, within: float) -> bool:
@@ -228,9 +284,12 @@ def shown(alpha: float, beta: float) -> str:
 
 def judge(world_size: int, outcome, given: dict) -> list:
     result = outcome.results[0]
-    if result["borrowed"]:
+    if result["borrowed"] or any(name.startswith("workers") for name in result["imported"]):
         return [Finding(False, "your function imported workers.cost_model: the fit is the "
                                "lab, write it yourself")]
+    if result["imported"]:
+        return [Finding(False, f"your file imports {', '.join(result['imported'])}: the "
+                               f"contract allows the standard library and torch")]
     sets = given["sets"] + [{"story": f"this job's own timings at {world_size} ranks",
                              "timings": result["here"], "truth": None}]
     findings = []
@@ -242,8 +301,10 @@ def judge(world_size: int, outcome, given: dict) -> list:
             continue
         got = number_pair(answer)
         if got is None:
-            findings.append(Finding(False, f"{story}: you returned {answer!r}: return "
-                                           f"(alpha, beta), two floats"))
+            kinds = not_floats(answer)
+            said = f"you returned {kinds}" if kinds else f"you returned {answer!r}"
+            findings.append(Finding(False, f"{story}: {said}: return (alpha, beta), two "
+                                           f"Python floats (a tensor's .item() is one)"))
             continue
         want = least_squares(case["timings"])
         if case["truth"] is not None:  # the exact answer is the set's own alpha and beta
@@ -268,9 +329,16 @@ def hint(timings, got, want) -> str:
         if all(close(g, w, RELATIVE) for g, w in zip(got, pair)):
             return f"; that is {said}: return alpha in seconds, beta in bytes per second"
     fits = {"each absolute error weighed alike (the largest times decide the fit)":
-            least_squares(timings, weight=0),
+            least_squares(timings, weigh=lambda nbytes, seconds: 1.0),
             "each error divided by the square root of its time, not by the time":
-            least_squares(timings, weight=1),
+            least_squares(timings, weigh=lambda nbytes, seconds: 1 / seconds),
+            "each error divided by its bytes, not by its time (a relative error is one "
+            "of the time)": least_squares(timings, weigh=lambda nbytes, seconds:
+                                          nbytes ** -2),
+            "each point's fastest trial alone (each trial is a point)":
+            least_squares(fastest_of_each(timings)),
+            "identical points kept once, as a set keeps them (each counts)":
+            least_squares(list(set(timings))),
             "one point for each collective, world size and size, the mean of its trials "
             "(each trial is a point)": least_squares(averaged(timings)),
             "one trial of each point, the others dropped (each trial is a point)":

@@ -67,8 +67,7 @@ def held_out(world_size: int, cores: int, ratios: Sequence[float],
         return Verdict("mixed_oversubscribed", f"{some}. {crowded}, and how long they "
                                                f"wait differs from call to call")
     return Verdict("mixed", f"{some}: the model holds at some sizes and not at others, "
-                            f"the sign of a regime it does not describe (latency at small "
-                            f"sizes, memory bandwidth at large ones)")
+                            f"the sign of a regime its one α and one β do not describe")
 
 
 @verdict(
@@ -80,11 +79,16 @@ def held_out(world_size: int, cores: int, ratios: Sequence[float],
                 measured=[900e-6, 1000e-6, 1100e-6], spread=0.25),
     faster=dict(what="DDP's all-reduces", predicted=400e-6,
                 measured=[150e-6, 200e-6, 210e-6], spread=0.25),
+    slower_oversubscribed=dict(what="at degree 4", predicted=400e-6,
+                               measured=[900e-6, 1000e-6, 1100e-6], spread=0.25,
+                               world_size=4, cores=2),
 )
 def use_prediction(what: str, predicted: float, measured: Sequence[float],
-                   spread: float) -> Verdict:
+                   spread: float, world_size: int = 2, cores: int | None = None) -> Verdict:
     """One cost predicted before it ran, against its timed trials (seconds), judged by the
-    fit's own spread: the fastest trial, as the fit's points were."""
+    fit's own spread: the fastest trial, as the fit's points were. ``world_size`` and
+    ``cores``: the run's ranks and this machine's cores, where more ranks than cores
+    explain a slower call."""
     best = min(measured)
     median = statistics.median(measured)
     said = (f"{what}: predicted {predicted * 1e6:,.0f} µs, measured {best * 1e6:,.0f} µs "
@@ -96,8 +100,40 @@ def use_prediction(what: str, predicted: float, measured: Sequence[float],
                                 f"to judge the prediction")
     if abs(ratio - 1) <= spread:
         return Verdict("within", f"{said}, inside the fit's own spread (±{spread:.0%})")
+    if ratio > 1 and cores is not None and world_size > cores:
+        return Verdict("slower_oversubscribed",
+                       f"{said}, {ratio:.1f} times the prediction, beyond the fit's spread "
+                       f"(±{spread:.0%}): {world_size} ranks on {counted(cores, 'core')} "
+                       f"wait for a core, a cost no term of the model counts")
     if ratio > 1:
         return Verdict("slower", f"{said}, {ratio:.1f} times the prediction, beyond the "
                                  f"fit's spread (±{spread:.0%})")
     return Verdict("faster", f"{said}, {ratio:.2f} of the prediction, beyond the fit's "
                              f"spread (±{spread:.0%})")
+
+
+@verdict(
+    alike=dict(hooked=[400e-6, 450e-6], bare=[380e-6, 500e-6], spread=0.25),
+    slower=dict(hooked=[800e-6, 900e-6], bare=[380e-6, 500e-6], spread=0.25),
+    faster=dict(hooked=[200e-6, 250e-6], bare=[380e-6, 500e-6], spread=0.25),
+)
+def where_called(hooked: Sequence[float], bare: Sequence[float], spread: float) -> Verdict:
+    """DDP's one bucket, all-reduced in its communication hook, against an all-reduce of the
+    same bytes called bare in the same run: the fastest trial of each (seconds)."""
+    ratio = min(hooked) / min(bare)
+    said = (f"the same bytes all-reduced bare, later in the same run, took "
+            f"{min(bare) * 1e6:,.0f} µs at the fastest, against "
+            f"{min(hooked) * 1e6:,.0f} µs in DDP's hook")
+    if abs(ratio - 1) <= spread:
+        return Verdict("alike", f"{said}: alike, inside the fit's spread (±{spread:.0%}), "
+                                f"so calling it from the hook cost nothing the run could "
+                                f"see")
+    if ratio > 1:
+        return Verdict("slower", f"{said}, {ratio:.1f} times as long: the difference is "
+                                 f"where the call ran (inside DDP's hook, during "
+                                 f"backward), not what it sent, and a model of messages "
+                                 f"and bytes fitted on bare calls cannot predict it")
+    return Verdict("faster", f"{said}: the hook's was {ratio:.2f} of the bare call's, "
+                             f"beyond the fit's spread (±{spread:.0%}), a difference "
+                             f"between the fastest of {len(hooked)} trials and of "
+                             f"{len(bare)}, which a noisy run makes")
