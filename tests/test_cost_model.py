@@ -132,3 +132,29 @@ def test_a_predictions_file_that_is_wrong_says_so(tmp_path, capsys, text, fragme
 def test_beta_of_a_fit_with_no_byte_cost_is_infinite():
     points = [(2, 1.0, size, 1e-4) for size in (1024, 4096, 65536)]
     assert fit(points).beta == math.inf or fit(points).beta > 1e15
+
+
+def test_a_tensor_parallel_layer_at_three_ranks_is_predicted_from_the_fits_file(tmp_path):
+    """At a degree the page does not run: every rank all-reduces tokens x width floats, and
+    the prediction printed is the fits file's all_reduce terms at that world size."""
+    fits = {name: {"alpha": 1e-4, "per_byte": 1e-9} for name in COLLECTIVES}
+    path = tmp_path / "fits.json"
+    path.write_text(json.dumps(fits))
+    result = quiet_run("workers.cost_model", "uses", "--world-size", "3", "--backend", "gloo",
+                       "--uses", "tensor-parallel", "--tokens", "6", "--width", "32",
+                       "--trials", "2", "--warmup", "1", "--fits", str(path))
+    records = result.events_named("tensor parallel")
+    assert {e["rank"] for e in records} == {0, 1, 2}
+    assert not result.events_named("ddp buckets") and not result.events_named("zero2")
+    steps, share = terms("all_reduce", 3)
+    for e in records:
+        assert (e["tokens"], e["width"], e["size"]) == (6, 32, 6 * 32 * 4)
+        assert math.isclose(e["predicted"], steps * 1e-4 + share * 6 * 32 * 4 * 1e-9)
+        assert len(e["seconds"]) == 2 and min(e["seconds"]) > 0
+
+
+def test_the_uses_demo_documents_its_options(capsys):
+    completed = cli_in_process("workers.cost_model", "uses", "--help", capsys=capsys)
+    assert help_options(completed) == {"--fits", "--caps", "--warmup", "--trials", "--uses",
+                                       "--tokens", "--width", "--world-size", "--backend",
+                                       "--events", "--timeout"}
