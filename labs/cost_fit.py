@@ -9,12 +9,12 @@ def fit_alpha_beta(timings: list) -> tuple:
 
     Arguments: ``timings``, a list of ``(collective, world_size, nbytes, seconds)``
     tuples: one call of ``collective`` (``"all_reduce"``, ``"reduce_scatter"``,
-    ``"all_gather"`` or ``"broadcast"``, the last three standing for
-    ``reduce_scatter_tensor``, ``all_gather_into_tensor`` and ``broadcast``) at
-    ``world_size`` ranks (2 or more) over ``nbytes`` bytes (the whole tensor: a
-    reduce-scatter's input, an all-gather's output) took ``seconds``. Points come in any
-    order, and the same collective, world size and size may come several times (several
-    trials): each point counts once.
+    ``"all_gather"`` or ``"broadcast"``, the middle two standing for
+    ``reduce_scatter_single`` and ``all_gather_single``) at ``world_size`` ranks (2 or
+    more) over ``nbytes`` bytes (the whole tensor: a reduce-scatter's input, an
+    all-gather's output) took ``seconds``. Points come in any order, and the same
+    collective, world size and size may come several times (several trials): every tuple
+    counts, repeats included, even two identical to the last digit.
 
     The model: a call costs ``steps * alpha + share * nbytes / beta``, with the steps and
     the share of the bytes of the algorithm gloo runs for that collective at that world

@@ -15,21 +15,21 @@ SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20]  # bytes: 4 KiB to 4 MiB
 
 def main(rank: int, n: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=n)
-    medians = []
+    fastest = []
     for size in SIZES:
         x = torch.ones(size // 4)  # float32: 4 bytes each
         seconds = []
-        for _ in range(7):
-            dist.barrier()  # every rank starts the call together
+        for _ in range(12):
+            dist.barrier()  # the ranks start the call nearly together
             begin = time.perf_counter()
             dist.all_reduce(x)
             seconds.append(time.perf_counter() - begin)
-        medians.append(statistics.median(seconds[2:]))  # the first two warm up
+        fastest.append(min(seconds[5:]))  # five warm up; the fastest is the undisturbed
     if rank == 0:
         # a ring all-reduce: 2(N-1) steps, each rank sending 2(N-1)/N of the bytes
         sent = [2 * (n - 1) / n * size for size in SIZES]
-        slope, intercept = statistics.linear_regression(sent, medians)
-        for size, t in zip(SIZES, medians):
+        slope, intercept = statistics.linear_regression(sent, fastest)
+        for size, t in zip(SIZES, fastest):
             print(f"[rank 0] {size:>8} B: {t * 1e6:8.0f} us", flush=True)
         print(f"[rank 0] alpha = {intercept / (2 * (n - 1)) * 1e6:.0f} us per step, "
               f"beta = {1 / slope / 1e9:.2f} GB/s", flush=True)

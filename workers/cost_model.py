@@ -123,6 +123,12 @@ def fit(points: list[tuple[float, float, float, float]]) -> Fit:
 # --- the timings --------------------------------------------------------------------------
 
 
+# the flat forms' names since 2.13; 2.11 knows only the old ones (reduce_scatter_tensor,
+# all_gather_into_tensor), which 2.15 keeps as aliases
+REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
 def collective_call(name: str, numel: int, world_size: int, device):
     """A function that runs collective ``name`` once over a tensor of ``numel`` float32
     elements (``numel`` a multiple of the world size), and the bytes the model counts."""
@@ -131,9 +137,9 @@ def collective_call(name: str, numel: int, world_size: int, device):
     if name == "all_reduce":
         return (lambda: dist.all_reduce(whole)), whole
     if name == "reduce_scatter":
-        return (lambda: dist.reduce_scatter_tensor(part, whole)), whole
+        return (lambda: REDUCE_SCATTER(part, whole)), whole
     if name == "all_gather":
-        return (lambda: dist.all_gather_into_tensor(whole, part)), whole
+        return (lambda: ALL_GATHER(whole, part)), whole
     return (lambda: dist.broadcast(whole, src=0)), whole
 
 
@@ -205,8 +211,9 @@ def predicted(fits: dict, collective: str, world_size: int, size: float) -> floa
 
 
 def timed_all_reduce(step_buckets: list, bucket):
-    """A DDP communication hook: the bucket's all-reduce, after a barrier so that both
-    ranks start it together, timed and recorded in ``step_buckets``, then averaged."""
+    """A DDP communication hook: the bucket's all-reduce, after a barrier so that the
+    ranks start it nearly together, timed and recorded in ``step_buckets``, then
+    averaged."""
     buffer = bucket.buffer()
     dist.barrier()
     begin = time.perf_counter()
@@ -221,15 +228,15 @@ def timed_all_reduce(step_buckets: list, bucket):
 def zero2_step(shard: torch.Tensor, whole: torch.Tensor) -> None:
     """ZeRO-2's communication in a step: each rank gets its shard's gradients summed, then
     everyone gets every shard's updated parameters."""
-    dist.reduce_scatter_tensor(shard, whole)
-    dist.all_gather_into_tensor(whole, shard)
+    REDUCE_SCATTER(shard, whole)
+    ALL_GATHER(whole, shard)
 
 
 def ddp_buckets(rank: int, world_size: int, device, events: Events, fits: dict, caps,
                 warmup: int, steps: int) -> None:
     """DDP on the MNIST net at each bucket cap: each bucket's all-reduce timed inside a
     communication hook, after a barrier; the buckets' predicted sum said before any timed
-    step."""
+    step; after each timed step, all-reduces of the same sizes called bare, timed alike."""
     from torch.nn import functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -244,7 +251,7 @@ def ddp_buckets(rank: int, world_size: int, device, events: Events, fits: dict, 
         step_buckets = []  # (bucket index, bytes, seconds) of this step's all-reduces
         model.register_comm_hook(step_buckets, timed_all_reduce)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        seconds, guess = [], None
+        seconds, bare, guess = [], [], None
         for step in range(warmup + steps):
             step_buckets.clear()
             optimizer.zero_grad()
@@ -254,15 +261,20 @@ def ddp_buckets(rank: int, world_size: int, device, events: Events, fits: dict, 
                 sizes = [size for _, size, _ in sorted(step_buckets)]
                 guess = sum(predicted(fits, "all_reduce", world_size, b) for b in sizes)
                 if step == warmup - 1 and rank == 0:
-                    say(rank, f"bucket_cap_mb={cap:g}: {len(sizes)} buckets of {sizes} B, "
-                              f"predicted {guess * 1e6:.0f} us of all-reduce per step")
+                    say(rank, f"bucket_cap_mb={cap:g}: {len(sizes)} bucket"
+                              f"{'s' * (len(sizes) != 1)} of "
+                              f"{sizes} B, predicted {guess * 1e6:.0f} us of all-reduce "
+                              f"per step")
             else:
                 seconds.append(sum(t for *_, t in step_buckets))
+                alike = [torch.ones(size // 4, device=device) for size in sizes]
+                bare.append(sum(timed(partial(dist.all_reduce, tensor), device, 0, 1)[0]
+                                for tensor in alike))
         if rank == 0:
             say(rank, f"bucket_cap_mb={cap:g}: measured "
                       f"{statistics.median(seconds) * 1e6:.0f} us per step (median)")
         events.emit(rank, "ddp buckets", cap_mb=cap, buckets=sizes, predicted=guess,
-                    seconds=seconds)
+                    seconds=seconds, bare=bare)
 
 
 def zero2_against_ddp(rank: int, world_size: int, device, events: Events, fits: dict,
@@ -345,6 +357,15 @@ def rank_main(rank: int, job: Job, args) -> None:
 USES = ("ddp", "zero2", "tensor-parallel")
 
 
+def gloo_only(demo) -> None:
+    """--backend's default is gloo here: the model counts gloo's algorithms."""
+    for action in demo._actions:
+        if action.dest == "backend":
+            action.default = "gloo"
+            action.help = ("gloo (default), whose algorithms the model counts; auto and "
+                           "nccl are refused where they give nccl")
+
+
 def command_line() -> Parser:
     parser = Parser(prog="python -m workers.cost_model",
                     description=__doc__.split("\n\n")[0])
@@ -383,12 +404,14 @@ def command_line() -> Parser:
     uses_demo.add_argument("--trials", type=positive_int, default=5,
                            help="timed steps or calls (default 5)")
     add_job_options(uses_demo)
+    gloo_only(uses_demo)
     add_common_options(uses_demo, timeout=60)
     grid_demo.add_argument("--predictions", metavar="PATH",
                            help="a JSON file of the times predicted for this world size, "
                            '{"all_reduce": {"1024": seconds, ...}, ...}, printed beside '
                            "the times measured")
     add_job_options(grid_demo)
+    gloo_only(grid_demo)
     add_common_options(grid_demo, timeout=60)
     return parser
 
@@ -452,6 +475,10 @@ def main(argv=None) -> int:
             parser.error("--warmup must be 1 or more: DDP's buckets are known after a step")
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "64")  # a flight recorder in every rank
     job = job_from_args(parser, args)
+    if job.backend != "gloo":
+        parser.error(f"--backend {args.backend} gives {job.backend}: this worker's model "
+                     f"counts gloo's algorithms (nccl chooses rings and trees by size), so "
+                     f"it runs with --backend gloo only")
     open_events(args.events)
     return run_ranks(job, rank_main, args)
 

@@ -712,8 +712,9 @@ class ModelExplorer:
             + (f'<img class="live-figure-static" alt="{html.escape(self.name)}" '
                f'src="{static}" style="max-width:100%">' if static else "")
             + '<div class="live-figure-note" style="font-size:.8em;opacity:.8">Every curve '
-            "here is a prediction from the parameters above, never a measurement: change "
-            "them, or type another link's (say 5 µs and 25 GB/s).</div>"
+            "here is a prediction from the parameters above and gloo's counts of steps and "
+            "bytes, never a measurement: change them, or type another link's (say 5 µs and "
+            "25 GB/s).</div>"
             f'<script type="application/json" class="live-model-data">{data}</script></div>'
         )
 

@@ -179,10 +179,12 @@ def one_call(collective: str, whole, part) -> None:
 
     if collective == "all_reduce":
         dist.all_reduce(whole)
-    elif collective == "reduce_scatter":
-        dist.reduce_scatter_tensor(part, whole)
+    elif collective == "reduce_scatter":  # the flat forms' names since 2.13, or 2.11's
+        (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(
+            part, whole)
     elif collective == "all_gather":
-        dist.all_gather_into_tensor(whole, part)
+        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(
+            whole, part)
     else:
         dist.broadcast(whole, src=0)
 
