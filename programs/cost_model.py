@@ -13,8 +13,8 @@ import torch.multiprocessing as mp
 SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20]  # bytes: 4 KiB to 4 MiB
 
 
-def main(rank: int, n: int) -> None:
-    dist.init_process_group("gloo", rank=rank, world_size=n)
+def main(rank: int, world_size: int) -> None:
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
     fastest = []
     for size in SIZES:
         x = torch.ones(size // 4)  # float32: 4 bytes each
@@ -27,16 +27,18 @@ def main(rank: int, n: int) -> None:
         fastest.append(min(seconds[5:]))  # five warm up; the fastest is the undisturbed
     if rank == 0:
         # a ring all-reduce: 2(N-1) steps, each rank sending 2(N-1)/N of the bytes
-        sent = [2 * (n - 1) / n * size for size in SIZES]
+        sent = [2 * (world_size - 1) / world_size * size for size in SIZES]
         slope, intercept = statistics.linear_regression(sent, fastest)
         for size, t in zip(SIZES, fastest):
             print(f"[rank 0] {size:>8} B: {t * 1e6:8.0f} us", flush=True)
-        print(f"[rank 0] alpha = {intercept / (2 * (n - 1)) * 1e6:.0f} us per step, "
+        alpha = intercept / (2 * (world_size - 1))
+        print(f"[rank 0] alpha = {alpha * 1e6:.0f} us per step, "
               f"beta = {1 / slope / 1e9:.2f} GB/s", flush=True)
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's sockets on loopback
     os.environ.setdefault("MASTER_PORT", "29500")
     mp.spawn(main, args=(2,), nprocs=2)

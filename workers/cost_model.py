@@ -59,15 +59,14 @@ def terms(collective: str, world_size: int) -> tuple[float, float]:
     (n: the bytes of the whole tensor; for reduce_scatter its input, for all_gather its
     output). Each collective's copies in memory scale with n too: its own beta holds
     them."""
-    n = world_size
     if collective == "all_reduce":  # a ring: reduce-scatter, then all-gather
-        return 2 * (n - 1), 2 * (n - 1) / n
-    if collective == "reduce_scatter":  # gloo: an all_reduce of the whole input, a copy
-        return 2 * (n - 1), 2 * (n - 1) / n
+        return 2 * (world_size - 1), 2 * (world_size - 1) / world_size
+    if collective == "reduce_scatter":  # gloo: a clone, an all_reduce of it whole, a copy
+        return 2 * (world_size - 1), 2 * (world_size - 1) / world_size
     if collective == "all_gather":  # a ring: each rank's part goes round once
-        return n - 1, (n - 1) / n
+        return world_size - 1, (world_size - 1) / world_size
     if collective == "broadcast":  # a binomial tree: ceil(log2 N) rounds, the whole tensor
-        rounds = math.ceil(math.log2(n)) if n > 1 else 0
+        rounds = math.ceil(math.log2(world_size)) if world_size > 1 else 0
         return rounds, rounds
     raise ValueError(f"no model for {collective!r}: one of {', '.join(COLLECTIVES)}")
 
@@ -401,8 +400,8 @@ def command_line() -> Parser:
                            help="DDP's bucket_cap_mb values (default 25 0.02)")
     uses_demo.add_argument("--warmup", type=int, default=5,
                            help="untimed steps or calls first (default 5)")
-    uses_demo.add_argument("--trials", type=positive_int, default=5,
-                           help="timed steps or calls (default 5)")
+    uses_demo.add_argument("--trials", type=positive_int, default=7,
+                           help="timed steps or calls (default 7)")
     add_job_options(uses_demo)
     gloo_only(uses_demo)
     add_common_options(uses_demo, timeout=60)
@@ -473,7 +472,7 @@ def main(argv=None) -> int:
         args.fits = read_fits(parser, args.fits)
         if args.warmup < 1:
             parser.error("--warmup must be 1 or more: DDP's buckets are known after a step")
-    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "64")  # a flight recorder in every rank
+    os.environ["TORCH_FR_BUFFER_SIZE"] = "64"  # the recorder on, whatever the shell says
     job = job_from_args(parser, args)
     if job.backend != "gloo":
         parser.error(f"--backend {args.backend} gives {job.backend}: this worker's model "
