@@ -58,7 +58,7 @@ def terms(collective: str, world_size: int) -> tuple[float, float]:
     ``(steps, share)``, so that a tensor of n bytes costs steps * alpha + share * n / beta
     (n: the bytes of the whole tensor; for reduce_scatter its input, for all_gather its
     output). Each collective's copies in memory scale with n too: its own beta holds
-    them."""
+    them, at the world size it was fitted at."""
     if collective == "all_reduce":  # a ring: reduce-scatter, then all-gather
         return 2 * (world_size - 1), 2 * (world_size - 1) / world_size
     if collective == "reduce_scatter":  # gloo: a clone, an all_reduce of it whole, a copy
@@ -235,7 +235,7 @@ def ddp_buckets(rank: int, world_size: int, device, events: Events, fits: dict, 
                 warmup: int, steps: int) -> None:
     """DDP on the MNIST net at each bucket cap: each bucket's all-reduce timed inside a
     communication hook, after a barrier; the buckets' predicted sum said before any timed
-    step; after each timed step, all-reduces of the same sizes called bare, timed alike."""
+    step."""
     from torch.nn import functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -250,7 +250,7 @@ def ddp_buckets(rank: int, world_size: int, device, events: Events, fits: dict, 
         step_buckets = []  # (bucket index, bytes, seconds) of this step's all-reduces
         model.register_comm_hook(step_buckets, timed_all_reduce)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        seconds, bare, guess = [], [], None
+        seconds, guess = [], None
         for step in range(warmup + steps):
             step_buckets.clear()
             optimizer.zero_grad()
@@ -266,14 +266,11 @@ def ddp_buckets(rank: int, world_size: int, device, events: Events, fits: dict, 
                               f"per step")
             else:
                 seconds.append(sum(t for *_, t in step_buckets))
-                alike = [torch.ones(size // 4, device=device) for size in sizes]
-                bare.append(sum(timed(partial(dist.all_reduce, tensor), device, 0, 1)[0]
-                                for tensor in alike))
         if rank == 0:
             say(rank, f"bucket_cap_mb={cap:g}: measured "
                       f"{statistics.median(seconds) * 1e6:.0f} us per step (median)")
         events.emit(rank, "ddp buckets", cap_mb=cap, buckets=sizes, predicted=guess,
-                    seconds=seconds, bare=bare)
+                    seconds=seconds)
 
 
 def zero2_against_ddp(rank: int, world_size: int, device, events: Events, fits: dict,

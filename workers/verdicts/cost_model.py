@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from decimal import Decimal
 
 from workers.verdicts import Verdict, counted, verdict
 
@@ -18,10 +19,14 @@ def ratio_range(ratios: Sequence[float]) -> str:
 LOOSE = 0.5  # a fit that missed its own points by more than this cannot test a prediction
 
 
-def as_shown(ratio: float, spread: float) -> tuple[float, float]:
-    """A ratio and a spread as the sentences print them (1.26, 26.4%): compared so, a
-    sentence never calls 1.26 beyond ±26.4%."""
-    return round(ratio, 2), round(spread, 3)
+def side(ratio: float, spread: float) -> str:
+    """"within", "slower" or "faster": a ratio against a spread as the sentences print them
+    (1.26, 26.4%), compared as printed, so that a sentence never calls a printed ratio
+    beyond the printed spread it lies within, nor the other way."""
+    shown, tolerance = Decimal(f"{ratio:.2f}"), Decimal(f"{spread:.1%}"[:-1]) / 100
+    if abs(shown - 1) <= tolerance:
+        return "within"
+    return "slower" if shown > 1 else "faster"
 
 
 @verdict(
@@ -46,10 +51,9 @@ def held_out(world_size: int, cores: int, ratios: Sequence[float],
                                 f"{spread:.1%}: too loose a fit to say whether the model "
                                 f"carries over (its timings were noisy; a quieter run, or "
                                 f"more trials, narrows it)")
-    shown = [as_shown(r, spread) for r in ratios]
-    within = [abs(r - 1) <= s for r, s in shown]
-    slower = sum(r > 1 + s for r, s in shown)
-    faster = sum(r < 1 - s for r, s in shown)
+    sides = [side(r, spread) for r in ratios]
+    within = [s == "within" for s in sides]
+    slower, faster = sides.count("slower"), sides.count("faster")
     tolerance = f"the fit missed its own points by up to {spread:.1%}"
     crowded = (f"{world_size} ranks on {counted(cores, 'core')}: the ranks' threads and "
                f"gloo's wait for a core, a cost no term of the model counts")
@@ -106,58 +110,23 @@ def use_prediction(what: str, predicted: float, measured: Sequence[float],
     said = (f"{what}: predicted {predicted * 1e6:,.0f} µs, measured {best * 1e6:,.0f} µs "
             f"(the fastest of {len(measured)}; median {median * 1e6:,.0f})")
     ratio = best / predicted
-    shown, tolerance = as_shown(ratio, spread)
+    where = side(ratio, spread)
     if spread > LOOSE:
         return Verdict("loose", f"{said}, {ratio:.2f} times the prediction; but the fit "
                                 f"missed its own points by up to {spread:.1%}, too loose "
                                 f"to judge the prediction")
-    if abs(shown - 1) <= tolerance:
+    if where == "within":
         return Verdict("within", f"{said}, inside the fit's own spread (±{spread:.1%})")
-    if shown > 1 and cores is not None and world_size > cores:
+    if where == "slower" and cores is not None and world_size > cores:
         return Verdict("slower_oversubscribed",
                        f"{said}, {ratio:.2f} times the prediction, beyond the fit's spread "
                        f"(±{spread:.1%}): {world_size} ranks on {counted(cores, 'core')} "
                        f"wait for a core, a cost no term of the model counts")
-    if shown > 1:
+    if where == "slower":
         return Verdict("slower", f"{said}, {ratio:.2f} times the prediction, beyond the "
                                  f"fit's spread (±{spread:.1%})")
     return Verdict("faster", f"{said}, {ratio:.2f} of the prediction, beyond the fit's "
                              f"spread (±{spread:.1%})")
-
-
-@verdict(
-    loose=dict(hooked=[500e-6, 550e-6], bare=[320e-6, 400e-6], spread=0.6),
-    alike=dict(hooked=[400e-6, 450e-6], bare=[380e-6, 500e-6], spread=0.25),
-    slower=dict(hooked=[800e-6, 900e-6], bare=[380e-6, 500e-6], spread=0.25),
-    faster=dict(hooked=[200e-6, 250e-6], bare=[380e-6, 500e-6], spread=0.25),
-)
-def where_called(hooked: Sequence[float], bare: Sequence[float], spread: float) -> Verdict:
-    """DDP's buckets, all-reduced in its communication hook, against all-reduces of the
-    same sizes called bare right after each step: the fastest step of each (seconds)."""
-    ratio = min(hooked) / min(bare)
-    shown, tolerance = as_shown(ratio, spread)
-    said = (f"the same sizes all-reduced bare, right after each step, took "
-            f"{min(bare) * 1e6:,.0f} µs at the fastest, against {min(hooked) * 1e6:,.0f} "
-            f"µs in DDP's hook")
-    if spread > LOOSE:
-        return Verdict("loose", f"{said}, {ratio:.2f} times as long; but the fit missed "
-                                f"its own points by up to {spread:.1%}, too loose a "
-                                f"yardstick to judge the difference")
-    if abs(shown - 1) <= tolerance:
-        return Verdict("alike", f"{said}: alike, inside the fit's spread (±{spread:.1%}), "
-                                f"so calling them from the hook cost nothing the run could "
-                                f"see")
-    if shown > 1:
-        return Verdict("slower", f"{said}, {ratio:.2f} times as long, beyond the fit's "
-                                 f"spread (±{spread:.1%}): the two were timed step by step "
-                                 f"side by side, so a busy moment slows both, and what "
-                                 f"differs is where the calls ran (inside DDP's hook, "
-                                 f"during backward), which a model of messages and bytes "
-                                 f"does not count")
-    return Verdict("faster", f"{said}: the hook's took {ratio:.2f} of the bare calls' "
-                             f"time, beyond the fit's spread (±{spread:.1%}), a difference "
-                             f"between the fastest of {len(hooked)} steps each, which a "
-                             f"noisy run makes")
 
 
 @verdict(
@@ -184,9 +153,9 @@ def beyond_fit(size: str, ratios: dict, spreads: dict) -> Verdict:
                                 f"{'their' if len(loose) > 1 else 'its'} own points by "
                                 f"more than {LOOSE:.0%}: too loose to say whether the "
                                 f"straight line held beyond the fitted sizes")
-    shown = {name: as_shown(r, spreads[name]) for name, r in ratios.items()}
-    slower = [name for name, (r, s) in shown.items() if r > 1 + s]
-    faster = [name for name, (r, s) in shown.items() if r < 1 - s]
+    sides = {name: side(r, spreads[name]) for name, r in ratios.items()}
+    slower = [name for name, s in sides.items() if s == "slower"]
+    faster = [name for name, s in sides.items() if s == "faster"]
     inside = len(ratios) - len(slower) - len(faster)
     if not slower and not faster:
         return Verdict("within", f"at {size} every collective landed inside its fit's "
