@@ -155,6 +155,7 @@ def test_a_tensor_parallel_layer_at_three_ranks_is_predicted_from_the_fits_file(
 
 def test_the_uses_demo_documents_its_options(capsys):
     completed = cli_in_process("workers.cost_model", "uses", "--help", capsys=capsys)
-    assert help_options(completed) == {"--fits", "--caps", "--warmup", "--trials", "--uses",
+    assert help_options(completed) == {"--fits", "--link", "--caps", "--warmup", "--trials",
+                                       "--uses",
                                        "--tokens", "--width", "--world-size", "--backend",
                                        "--events", "--timeout"}

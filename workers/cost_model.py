@@ -389,9 +389,13 @@ def command_line() -> Parser:
     uses_demo.add_argument("--width", type=positive_int, default=256,
                            help="the tensor-parallel MLP's width (default 256, the "
                            "tensor-parallel chapter's; hidden is 4 x width)")
-    uses_demo.add_argument("--fits", metavar="PATH", required=True,
-                           help='a JSON file of the fitted model: {"all_reduce": {"alpha": '
-                           'seconds, "per_byte": seconds}, ...}, for every collective')
+    model = uses_demo.add_mutually_exclusive_group(required=True)
+    model.add_argument("--fits", metavar="PATH",
+                       help='a JSON file of the fitted model: {"all_reduce": {"alpha": '
+                       'seconds, "per_byte": seconds}, ...}, for every collective')
+    model.add_argument("--link", type=positive_float, nargs=2, metavar=("ALPHA", "BETA"),
+                       help="one typed link for every collective instead: alpha in seconds "
+                       "and beta in bytes per second (say 5e-6 25e9)")
     uses_demo.add_argument("--caps", type=positive_float, nargs="+", default=[25, 0.02],
                            metavar="MB",
                            help="DDP's bucket_cap_mb values (default 25 0.02)")
@@ -466,7 +470,9 @@ def main(argv=None) -> int:
     if args.demo == "grid":
         args.predicted = read_predictions(parser, args.predictions)
     else:
-        args.fits = read_fits(parser, args.fits)
+        args.fits = (read_fits(parser, args.fits) if args.fits else
+                     {name: {"alpha": args.link[0], "per_byte": 1 / args.link[1]}
+                      for name in COLLECTIVES})
         if args.warmup < 1:
             parser.error("--warmup must be 1 or more: DDP's buckets are known after a step")
     os.environ["TORCH_FR_BUFFER_SIZE"] = "64"  # the recorder on, whatever the shell says
