@@ -210,9 +210,8 @@ def predicted(fits: dict, collective: str, world_size: int, size: float) -> floa
 
 
 def timed_all_reduce(step_buckets: list, bucket):
-    """A DDP communication hook: the bucket's all-reduce, after a barrier so that the
-    ranks start it nearly together, timed and recorded in ``step_buckets``, then
-    averaged."""
+    """A DDP communication hook: the bucket's all-reduce, after a barrier, timed and
+    recorded in ``step_buckets``, then averaged."""
     buffer = bucket.buffer()
     dist.barrier()
     begin = time.perf_counter()

@@ -286,7 +286,7 @@ def shown(alpha: float, beta: float) -> str:
 
 def judge(world_size: int, outcome, given: dict) -> list:
     result = outcome.results[0]
-    if result["borrowed"] or any(name.startswith("workers") for name in result["imported"]):
+    if result["borrowed"] or "workers.cost_model" in result["imported"]:
         return [Finding(False, "your function imported workers.cost_model: the fit is the "
                                "lab, write it yourself")]
     if result["imported"]:

@@ -67,7 +67,8 @@ def held_out(world_size: int, cores: int, ratios: Sequence[float],
         return Verdict("slower", f"{at}: every one slower, beyond the spread "
                                  f"({tolerance}), with a core for every rank: a cost "
                                  f"that grows with the ranks faster than the model's "
-                                 f"steps and bytes")
+                                 f"steps and bytes, or this run's drift from the fit's "
+                                 f"(each run is a job of its own)")
     if faster == len(ratios):
         return Verdict("faster", f"{at}: every one faster, beyond the spread "
                                  f"({tolerance}): the model overestimates at this world "
@@ -82,8 +83,8 @@ def held_out(world_size: int, cores: int, ratios: Sequence[float],
     if world_size > cores and slower:
         return Verdict("mixed_oversubscribed", f"{some}. {crowded}, and how long they "
                                                f"wait differs from call to call")
-    return Verdict("mixed", f"{some}: the model holds at some sizes and not at others, "
-                            f"the sign of a regime its one α and one β do not describe")
+    return Verdict("mixed", f"{some}: the model holds at some sizes and not at others "
+                            f"here")
 
 
 @verdict(
@@ -163,15 +164,16 @@ def beyond_fit(size: str, ratios: dict, spreads: dict) -> Verdict:
                                  f"at the fit's own world size")
     if len(slower) == len(ratios):
         return Verdict("slower", f"at {size} every collective took longer than its line, "
-                                 f"fitted on smaller sizes, predicts: at the fit's own "
-                                 f"world size, with nothing else changed, the cost per "
-                                 f"byte grew beyond the fitted sizes in this run, so part "
-                                 f"of any miss at {size} in the figure below is the size, "
-                                 f"not the ranks")
+                                 f"fitted on smaller sizes, predicts, at the fit's own "
+                                 f"world size: the cost per byte grew beyond the fitted "
+                                 f"sizes, or this run drifted from the fit's (each run is "
+                                 f"a job of its own), so part of any miss at {size} in the "
+                                 f"figure below may be the size, not the ranks")
     if len(faster) == len(ratios):
         return Verdict("faster", f"at {size} every collective took less than its line "
-                                 f"predicts: the cost per byte fell beyond the fitted "
-                                 f"sizes in this run, at the fit's own world size")
+                                 f"predicts, at the fit's own world size: the cost per "
+                                 f"byte fell beyond the fitted sizes, or this run drifted "
+                                 f"from the fit's")
     if not inside:
         return Verdict("scattered", f"at {size} no collective landed inside its fit's "
                                     f"spread, {len(slower)} slower and {len(faster)} "
