@@ -178,8 +178,10 @@ def beyond_fit(size: str, ratios: dict, spreads: dict) -> Verdict:
         return Verdict("scattered", f"at {size} no collective landed inside its fit's "
                                     f"spread, {len(slower)} slower and {len(faster)} "
                                     f"faster: beyond the fitted sizes the line held for "
-                                    f"none of them")
+                                    f"none of them in this run, or this run drifted from "
+                                    f"the fit's (each run is a job of its own)")
     return Verdict("mixed", f"at {size} {inside} of {len(ratios)} collectives landed "
                             f"inside their fits' spread, {len(slower)} slower and "
-                            f"{len(faster)} faster: beyond the fitted sizes the line holds "
-                            f"for some collectives and not for others")
+                            f"{len(faster)} faster: beyond the fitted sizes the line held "
+                            f"for some collectives in this run and not for others, or the "
+                            f"run drifted from the fit's")
