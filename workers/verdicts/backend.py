@@ -1,0 +1,78 @@
+"""What the backend page says about its runs: whether a float sum matches gloo's bits beyond
+two ranks, and whether the backend's thread hid its communication, depend on the library's
+order of additions and on the machine's cores, so each is worded here for every outcome."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from workers.verdicts import NOISE, Verdict, counted, order, verdict
+
+
+@verdict(
+    all_equal=dict(world_size=3, checks=19, differing=[]),
+    floats_differ=dict(world_size=3, checks=19, differing=["all_reduce SUM float32"]),
+)
+def same_bits(world_size: int, checks: int, differing: Sequence[str]) -> Verdict:
+    """How many of the checks at ``world_size`` ranks gave gloo's bits exactly."""
+    if not differing:
+        return Verdict("all_equal", f"At {world_size} ranks all {checks} checks gave "
+                                    f"gloo's bits exactly: on these inputs the two orders "
+                                    f"of the operations happened to round alike")
+    return Verdict("floats_differ",
+                   f"At {world_size} ranks {checks - len(differing)} of {checks} checks "
+                   f"gave gloo's bits exactly; the other {len(differing)} "
+                   f"({', '.join(differing)}) differ in the last bits, each inside the "
+                   f"bound that two orders of the same additions or multiplications allow")
+
+
+@verdict(
+    hid=dict(thread=[60, 62, 64], inline=[100, 104, 101], communication=[45, 48, 50],
+             computation=[55, 56, 57], cores=16, ranks=2),
+    hid_crowded=dict(thread=[90, 92, 94], inline=[100, 104, 101], communication=[45, 48],
+                     computation=[55, 56], cores=2, ranks=2),
+    none=dict(thread=[100, 105, 98], inline=[100, 104, 101], communication=[45, 48],
+              computation=[55, 56], cores=16, ranks=2),
+    none_crowded=dict(thread=[100, 105, 98], inline=[100, 104, 101],
+                      communication=[45, 48], computation=[55, 56], cores=2, ranks=2),
+    slower=dict(thread=[120, 125, 130], inline=[100, 104, 101], communication=[45, 48],
+                computation=[55, 56], cores=16, ranks=2),
+    slower_crowded=dict(thread=[120, 125, 130], inline=[100, 104, 101],
+                        communication=[45, 48], computation=[55, 56], cores=2, ranks=2),
+)
+def hidden(thread: Sequence[float], inline: Sequence[float], communication: Sequence[float],
+           computation: Sequence[float], cores: int, ranks: int) -> Verdict:
+    """Call, compute, wait: each trial's time (ms) with the backend's thread and inline,
+    against the communication and the computation timed alone."""
+    t, i = statistics.median(thread), statistics.median(inline)
+    c, m = statistics.median(communication), statistics.median(computation)
+    said = (f"with the thread a trial took {t:.0f} ms (median), inline {i:.0f} ms; the "
+            f"all-reduce alone took {c:.0f} ms and the products alone {m:.0f} ms")
+    # a rank's compute thread and its backend's thread, on each of the ranks
+    crowded = cores < 2 * ranks
+    why = (f"{ranks} ranks each ran a compute thread and a backend thread on "
+           f"{counted(cores, 'core')}, beside the store's own thread: the communication "
+           f"(copies, the store's sockets, the additions) needs a core too, and here it "
+           f"took it from the products")
+    where = order(thread, inline)
+    if where == "lower":
+        hid = (i - t) / c
+        text = (f"{said}: the thread hid {min(hid, 1):.0%} of the communication's time "
+                f"behind the products")
+        if crowded and hid < 0.9:
+            return Verdict("hid_crowded", f"{text}, not all of it: {why}")
+        return Verdict("hid", text)
+    if where == "inside":
+        text = (f"{said}: the trials of the two overlap ({NOISE}): the thread hid nothing "
+                f"measurable")
+        if crowded:
+            return Verdict("none_crowded", f"{text}. The timeline still shows the two "
+                                           f"running at once; {why}")
+        return Verdict("none", f"{text}, though the timeline shows the two running at once")
+    text = f"{said}: the thread made the trial slower, in every repeat"
+    if crowded:
+        return Verdict("slower_crowded", f"{text}: {why}, and switching between them cost "
+                                         f"more than running them in turn")
+    return Verdict("slower", f"{text}, with a core for each thread: the hand-over to the "
+                             f"thread and back cost more than it hid")
