@@ -281,7 +281,8 @@ DEMOS = [
         ("init_methods", "barrier"), ("collectives", "two_collectives"),
         ("collectives", "ring"), ("process_groups", "pair_groups"),
         ("ddp_mnist", "average_gradients"), ("ddp_internals", "comm_hook"),
-        ("sharding", "zero1"), ("cost_model", "cost_fit"), ("hogwild", "hogwild"),
+        ("sharding", "zero1"), ("cost_model", "cost_fit"), ("backend", "backend_allreduce"),
+        ("hogwild", "hogwild"),
         ("failures", "uneven"),
         ("hangs", "hung_rank"))],
 ]

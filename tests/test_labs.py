@@ -221,6 +221,17 @@ WRONG = {
         "wrong_floor_log2": "log2(N) rounded down for broadcast",
         "wrong_imports_numpy": "your file imports numpy: the contract allows the standard",
     },
+    "backend_allreduce": {
+        "wrong_own_first": "the order in which the parts are combined depends on the rank",
+        "wrong_float32_total": "that is float32's rounding of a float64 sum",
+        "wrong_float64_total": "an int64 sum rounded through a float",
+        "wrong_rebinds": "the tensor is unchanged, seen by the caller",
+        "wrong_always_sum": "the reduction is MIN; read it from opts.reduceOp",
+        "wrong_first_tensor_only": "reduce every tensor of the list",
+        "wrong_no_refusal": "ReduceOp.BAND returned without an error",
+        "wrong_in_the_call": "do the communication inside run",
+        "wrong_done_too_early": "wait() returned before the result was there",
+    },
     "hung_rank": {
         "wrong_trust_retired": "both calls at that number finished, as nccl can let them",
         "wrong_skips_retired": "that is the next number, where they hang",
@@ -254,7 +265,7 @@ WRONG = {
 # The labs whose wrong solutions issue 42 added, six or more each beyond the first ones.
 BEYOND_THE_FIRST = {"barrier": 4, "two_collectives": 4, "ring": 4, "pair_groups": 3,
                     "average_gradients": 4, "comm_hook": 4, "zero1": 4, "hogwild": 3,
-                    "uneven": 3, "cost_fit": 6}
+                    "uneven": 3, "cost_fit": 6, "backend_allreduce": 6}
 # Every check in this file uses one seed (LABS_SEED replays a run's): the verdicts say it.
 SEED = int(os.environ.get("LABS_SEED") or random.SystemRandom().randrange(1, 100_000))
 
