@@ -39,11 +39,11 @@ def main(rank: int, world_size: int) -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's sockets on loopback
     if "RANK" in os.environ:  # started by torchrun, which sets the rest
         main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
     else:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's sockets on loopback
         if "MASTER_PORT" not in os.environ:  # a free one: torchrun's 29500 may be taken
             with socket.socket() as free:
                 free.bind(("127.0.0.1", 0))

@@ -116,3 +116,14 @@ def test_every_demo_documents_its_options(capsys):
 def test_bad_input_gets_one_clear_line(args, fragments, capsys):
     assert_one_line_error(cli_in_process("workers.backend", *args, capsys=capsys),
                           *fragments)
+
+
+def test_the_store_does_not_grow_with_the_collectives():
+    store = dist.HashStore()
+    backend = StoreBackend(store, 0, 1, timedelta(seconds=5))
+    before = store.num_keys()
+    for _ in range(20):
+        backend.allreduce([torch.ones(3), torch.ones(2)], options()).wait()
+        backend.barrier(dist.BarrierOptions()).wait()
+    assert store.num_keys() == before
+    backend.shutdown()

@@ -191,6 +191,16 @@ def test_the_shared_job_listens_on_loopback_only(wrapper, tmp_path):
     assert seen.elsewhere() == set()
 
 
+def test_a_backend_of_ones_own_listens_on_loopback_only(wrapper):
+    """The backend chapter's job: its own backend's bytes go through the job's store, a gloo
+    group of the same ranks beside it."""
+    seen = run_and_watch(python("-m", "workers.backend", "values", "--world-size", "3"),
+                         wrapper)
+    assert seen.on_loopback()
+    assert seen.beyond_loopback() == {}
+    assert seen.elsewhere() == set()
+
+
 def test_a_hang_listens_on_loopback_only(wrapper):
     # --timeout bounds the rendezvous too: 3 s failed it once here, beside other tests
     seen = run_and_watch(python("-m", "workers.hangs", "skip", "--world-size", "2",

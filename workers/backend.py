@@ -137,6 +137,7 @@ class StoreBackend(BASE):
         if self.store.add(f"{seq}/done", 1) == self.world_size:
             for key in [f"{seq}/{t}/{r}" for t in tags for r in range(self.world_size)]:
                 self.store.delete_key(key)
+            self.store.delete_key(f"{seq}/done")
 
     # the thread: a collective is checked and numbered in the caller, run on the thread
     def submit(self, run, result) -> StoreWork:
@@ -276,7 +277,7 @@ def register(name: str = "mine", threaded: bool = True) -> None:
 
     def create(store, rank, size, timeout):  # store: a PrefixStore of this group's own
         backend = BACKEND_CLASS(store, rank, size, timeout, threaded)
-        KEEP.append(backend)  # see below: the Python half must outlive the call
+        KEEP.append(backend)  # c10d may hold only a wrapper of it: keep the Python object
         return backend
 
     dist.Backend.register_backend(name, create, devices=["cpu"])

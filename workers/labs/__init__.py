@@ -43,7 +43,8 @@ from workers.labs.harness import (
 
 # The labs, in the book's order.
 LABS = ("barrier", "two_collectives", "ring", "pair_groups", "average_gradients",
-        "comm_hook", "zero1", "cost_fit", "backend_allreduce", "hogwild", "uneven", "hung_rank")
+        "comm_hook", "zero1", "cost_fit", "backend_allreduce", "hogwild", "uneven",
+        "hung_rank")
 
 
 def lab_module(name: str):
