@@ -27,8 +27,12 @@ The contract (labs/backend_allreduce.py), clause by clause, and what checks each
   must not return before the result is there (it is read at once after ``wait()``, and
   again later, to name a Work that was done too early).
 - Two calls in a row on the same tensor: the second reduces the first's result.
-- A reduction it lacks (BAND) raises on every rank, at the call or at ``wait()``, and the
-  job does not hang.
+- A reduction it lacks (BAND, AVG) raises on every rank, at the call or at ``wait()``, and
+  the job does not hang.
+- Integers exactly: a uint8 sum past 255, which wraps round as gloo's does.
+- The collective numbered in the call (``self.next_seq()`` on the caller's thread), and
+  every put, get and finish on the backend's thread: each method's caller is noted.
+- The Work's future holds the list of the caller's tensors, as DDP's hooks need.
 - No torch.distributed call of the reader's own: every call the reader's code makes is
   counted.
 - World sizes 2 and 3.
@@ -36,9 +40,12 @@ The contract (labs/backend_allreduce.py), clause by clause, and what checks each
 
 from __future__ import annotations
 
+import threading
 import time
 
 from workers.labs.harness import Finding, list_of
+
+THREADS: dict[str, set] = {}  # this rank: its methods, and where the reader called them
 
 CHAPTER = "backend"
 FUNCTION = "allreduce"
@@ -62,6 +69,8 @@ CASES = (
     ("bfloat16 MAX", "bfloat16", (8,), "MAX", "ordinary"),
     ("float16 SUM", "float16", (8,), "SUM", "ordinary"),
     ("uint8 MAX", "uint8", (5,), "MAX", "bytes"),
+    ("uint8 SUM past 255, which wraps round as gloo's does", "uint8", (12,), "SUM",
+     "bytes"),
     ("0 elements", "float32", (0,), "SUM", "ordinary"),
     ("1 element", "float64", (1,), "SUM", "ordinary"),
 )
@@ -132,6 +141,9 @@ def lab_backend(solution, raised: list):
     from workers.labs.hung_rank import raised_at
 
     class Lab(BACKEND_CLASS):
+        """The chapter's backend with the reader's allreduce, noting which thread called
+        each of its methods (the backend's own thread is named "mine")."""
+
         def submit(self, run, result):
             def reported():
                 try:
@@ -140,6 +152,28 @@ def lab_backend(solution, raised: list):
                     raised.append(raised_at(error, solution))
                     raise
             return super().submit(reported, result)
+
+        def noted(self, method: str) -> None:
+            thread = threading.current_thread()
+            where = ("thread" if thread.name == "mine" else
+                     "call" if thread is threading.main_thread() else "another thread")
+            THREADS.setdefault(method, set()).add(where)
+
+        def put(self, *args):
+            self.noted("put")
+            return super().put(*args)
+
+        def get(self, *args):
+            self.noted("get")
+            return super().get(*args)
+
+        def finish(self, *args):
+            self.noted("finish")
+            return super().finish(*args)
+
+        def next_seq(self):
+            self.noted("next_seq")
+            return super().next_seq()
 
     Lab.allreduce = solution
     dist.Backend.register_backend("lab", lambda *a: KEEP.append(Lab(*a)) or KEEP[-1],
@@ -193,7 +227,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
                         for r in range(world_size)], "SUM"),
         "digest": digest(whole[1:4]), "around": [whole[0].tolist(), whole[4].tolist()]}
     # several tensors in one call, as the backend is called by coalesced collectives
-    kinds = (("float32", (3,)), ("int64", (2, 2)), ("float64", (5,)))
+    kinds = (("float32", (3,)), ("float32", (0,)), ("int64", (2, 2)), ("float64", (5,)))
     several = [values(rank, dtype, shape, "ordinary", seed + 60 + i)
                for i, (dtype, shape) in enumerate(kinds)]
     given_several = [t.clone() for t in several]
@@ -203,7 +237,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     for i, (got, start) in enumerate(zip(several, given_several)):
         expected = start.clone()
         dist.all_reduce(expected)
-        results[f"tensor {i + 1} of three in one call"] = {
+        results[f"tensor {i + 1} of four in one call"] = {
             "got": got, "expected": expected, "start": start, "error": error, "op": "SUM",
             "bound": bound([values(r, *kinds[i], "ordinary", seed + 60 + i)
                             for r in range(world_size)], "SUM"), "digest": digest(got)}
@@ -233,6 +267,10 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         work.wait()
         timing["waited"] = time.monotonic() - begin
         timing["after_wait"] = tensor.clone()
+        value = work.get_future().wait()  # what DDP's hooks chain on: the tensors
+        timing["future_holds_tensor"] = isinstance(value, list) and len(value) == 1 and \
+            isinstance(value[0], torch.Tensor) and value[0].data_ptr() == tensor.data_ptr()
+        timing["future_value"] = type(value).__name__
 
     error = attempt("asynchronous", asynchronous)
     time.sleep(LATE * 1.5)  # long enough for a Work done too early to finish after all
@@ -240,10 +278,14 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
     dist.all_reduce(expected)
     results["asynchronous"] = {"error": error, "timing": timing, "later": tensor.clone(),
                                "expected": expected}
-    # a reduction the backend lacks
-    results["BAND"] = {"error": attempt("BAND", lambda: dist.all_reduce(
-        torch.ones(2, dtype=torch.int64), op=dist.ReduceOp.BAND, group=group))}
-    return {"results": results}
+    # reductions the backend lacks
+    for lacking in ("BAND", "AVG"):
+        def lacks(lacking=lacking):
+            dist.all_reduce(torch.ones(2, dtype=torch.int64),
+                            op=getattr(dist.ReduceOp, lacking), group=group)
+
+        results[lacking] = {"error": attempt(lacking, lacks)}
+    return {"results": results, "threads": {k: sorted(v) for k, v in THREADS.items()}}
 
 
 def judge(world_size: int, outcome, given: dict) -> list:
@@ -255,8 +297,8 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                    f"writes the backend's all-reduce, from put and get; "
                                    f"no collective may do the work")]
     findings = []
-    for finding in (errors_finding, asynchronous_finding, values_finding, same_bits_finding,
-                    refused_finding):
+    for finding in (errors_finding, asynchronous_finding, threads_finding, values_finding,
+                    same_bits_finding, refused_finding):
         said = finding(world_size, outcome, given)
         findings.append(said)
         if not said.held:
@@ -267,7 +309,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
 def errors_finding(world_size: int, outcome, given: dict) -> Finding:
     for rank, result in sorted(outcome.results.items()):
         for name, case in result["results"].items():
-            if name != "BAND" and case["error"]:
+            if name not in ("BAND", "AVG") and case["error"]:
                 return Finding(False, f"rank {rank}, {name}: your allreduce raised "
                                       f"{case['error']}")
     return Finding(True, "no case raised")
@@ -278,7 +320,7 @@ def values_finding(world_size: int, outcome, given: dict) -> Finding:
 
     for rank, result in sorted(outcome.results.items()):
         for name, case in result["results"].items():
-            if name in ("asynchronous", "BAND"):
+            if name in ("asynchronous", "BAND", "AVG"):
                 continue
             got, expected = case["got"], case["expected"]
             if got.dtype != expected.dtype:
@@ -320,6 +362,10 @@ def mistaken(name: str, case: dict, world_size: int) -> str:
     if "2**60" in name:
         return (f"{said}: an int64 sum rounded through a float (float32 keeps 24 bits, "
                 f"float64 53): reduce in the tensor's own dtype")
+    if "wraps" in name:
+        return (f"{said}: an integer sum past its dtype's range wraps round, as gloo's and "
+                f"torch's add_ do: reduce in the tensor's own dtype, without widening and "
+                f"clamping")
     if "1e8 apart" in name:
         return (f"{said}: that is float32's rounding of a float64 sum: reduce in the "
                 f"tensor's own dtype, or wider, never narrower")
@@ -350,6 +396,31 @@ def same_bits_finding(world_size: int, outcome, given: dict) -> Finding:
     return Finding(True, "every rank holds the same bits of every all-reduce")
 
 
+def threads_finding(world_size: int, outcome, given: dict) -> Finding:
+    """The numbering in the call, the communication on the backend's thread."""
+    for rank, result in sorted(outcome.results.items()):
+        threads = result["threads"]
+        if "thread" in threads.get("next_seq", []):
+            return Finding(False, f"rank {rank} called self.next_seq() inside run, on the "
+                                  f"backend's thread: number the collective in the call, "
+                                  f"where the program's order is, so that every rank "
+                                  f"gives the same collective the same number whatever "
+                                  f"runs first")
+        for method in ("put", "get", "finish"):
+            if "another thread" in threads.get(method, []):
+                return Finding(False, f"rank {rank} called self.{method}() on a thread of "
+                                      f"your own: hand run to self.submit, whose thread "
+                                      f"runs it and whose Work's wait() waits for it")
+            if "call" in threads.get(method, []):
+                return Finding(False, f"rank {rank} called self.{method}() in the call "
+                                      f"itself: all of the communication (put, get, "
+                                      f"finish) belongs in run, which the backend's thread "
+                                      f"runs; the call only checks, numbers and hands it "
+                                      f"over")
+    return Finding(True, "the collective numbered in the call, its communication on the "
+                         "backend's thread")
+
+
 def asynchronous_finding(world_size: int, outcome, given: dict) -> Finding:
     import torch
 
@@ -369,6 +440,11 @@ def asynchronous_finding(world_size: int, outcome, given: dict) -> Finding:
                                   f"there (it came later): return the Work that "
                                   f"self.submit(run, tensors) gives, whose wait() blocks "
                                   f"until run has finished")
+        if timing.get("future_holds_tensor") is False:
+            return Finding(False, f"rank {rank}: the Work's future holds "
+                                  f"{timing['future_value']}, not the list of tensors: "
+                                  f"pass the tensors to self.submit(run, tensors), whose "
+                                  f"future is what DDP's communication hooks chain on")
         # a result wrong even later: the cases' values say how
     return Finding(True, f"async_op=True returned at once while rank {late} was late, and "
                          f"wait() returned with the result there")
@@ -376,8 +452,10 @@ def asynchronous_finding(world_size: int, outcome, given: dict) -> Finding:
 
 def refused_finding(world_size: int, outcome, given: dict) -> Finding:
     for rank, result in sorted(outcome.results.items()):
-        if not result["results"]["BAND"]["error"]:
-            return Finding(False, f"rank {rank}: all_reduce with ReduceOp.BAND returned "
-                                  f"without an error: refuse a reduction the backend lacks "
-                                  f"(self.reduction(opts, 'allreduce') raises for it)")
-    return Finding(True, "a reduction the backend lacks (BAND) raised on every rank")
+        for lacking in ("BAND", "AVG"):
+            if not result["results"][lacking]["error"]:
+                return Finding(False, f"rank {rank}: all_reduce with ReduceOp.{lacking} "
+                                      f"returned without an error: refuse a reduction the "
+                                      f"backend lacks (self.reduction(opts, 'allreduce') "
+                                      f"raises for it)")
+    return Finding(True, "reductions the backend lacks (BAND, AVG) raised on every rank")
