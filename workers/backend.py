@@ -493,6 +493,7 @@ def overlap(rank: int, size: int, events: Events, mebibytes: int, trials: int) -
         compute(repeats)
         events.emit(rank, "alone", trial=trial, communication=t1 - t0,
                     compute=time.time() - t1)
+    events.emit(rank, "threads", compute_threads=torch.get_num_threads())
     if rank == 0:
         say(rank, f"{mebibytes} MiB all-reduced while {repeats} products of 192 x 192 "
                   f"run, {trials} trials each way")

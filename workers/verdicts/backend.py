@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workers.verdicts import NOISE, Verdict, counted, order, verdict
+from workers.verdicts import NOISE, Verdict, as_long, counted, order, verdict
 
 
 @verdict(
@@ -33,32 +33,36 @@ def same_bits(world_size: int, checks: int, differing: Sequence[str]) -> Verdict
 
 @verdict(
     hid=dict(thread=[60, 62, 64], inline=[100, 104, 101], communication=[45, 48, 50],
-             computation=[55, 56, 57], cores=16, ranks=2),
+             computation=[55, 56, 57], cores=16, ranks=2, compute_threads=1),
     hid_crowded=dict(thread=[90, 92, 94], inline=[100, 104, 101], communication=[45, 48],
-                     computation=[55, 56], cores=2, ranks=2),
+                     computation=[55, 56], cores=2, ranks=2, compute_threads=1),
     none=dict(thread=[100, 105, 98], inline=[100, 104, 101], communication=[45, 48],
-              computation=[55, 56], cores=16, ranks=2),
+              computation=[55, 56], cores=16, ranks=2, compute_threads=1),
     none_crowded=dict(thread=[100, 105, 98], inline=[100, 104, 101],
-                      communication=[45, 48], computation=[55, 56], cores=2, ranks=2),
+                      communication=[45, 48], computation=[55, 56], cores=2, ranks=2,
+                      compute_threads=1),
     slower=dict(thread=[120, 125, 130], inline=[100, 104, 101], communication=[45, 48],
-                computation=[55, 56], cores=16, ranks=2),
+                computation=[55, 56], cores=16, ranks=2, compute_threads=1),
     slower_crowded=dict(thread=[120, 125, 130], inline=[100, 104, 101],
-                        communication=[45, 48], computation=[55, 56], cores=2, ranks=2),
+                        communication=[45, 48], computation=[55, 56], cores=2, ranks=2,
+                        compute_threads=1),
 )
 def hidden(thread: Sequence[float], inline: Sequence[float], communication: Sequence[float],
-           computation: Sequence[float], cores: int, ranks: int) -> Verdict:
+           computation: Sequence[float], cores: int, ranks: int,
+           compute_threads: int) -> Verdict:
     """Call, compute, wait: each trial's time (ms) with the backend's thread and inline,
-    against the communication and the computation timed alone."""
+    against the communication and the computation timed alone; ``compute_threads``, the
+    threads each rank's products ran on."""
     t, i = statistics.median(thread), statistics.median(inline)
     c, m = statistics.median(communication), statistics.median(computation)
     said = (f"with the thread a trial took {t:.0f} ms (median), inline {i:.0f} ms; the "
             f"all-reduce alone took {c:.0f} ms and the products alone {m:.0f} ms")
-    # a rank's compute thread and its backend's thread, on each of the ranks
-    crowded = cores < 2 * ranks
-    why = (f"{ranks} ranks each ran a compute thread and a backend thread on "
-           f"{counted(cores, 'core')}, beside the store's own thread: the communication "
-           f"(copies, the store's sockets, the additions) needs a core too, and here it "
-           f"took it from the products")
+    # each rank's compute threads and its backend's thread
+    crowded = ranks * (compute_threads + 1) > cores
+    why = (f"{ranks} ranks each ran {counted(compute_threads, 'compute thread')} and a "
+           f"backend thread on {counted(cores, 'core')}, beside the store's own thread: "
+           f"the communication (copies, the store's sockets, the additions) needs a core "
+           f"too, and here it took it from the products")
     where = order(thread, inline)
     if where == "lower":
         hid = (i - t) / c
@@ -93,15 +97,20 @@ def speed(mine: Sequence[float], gloo: Sequence[float], what: str) -> Verdict:
     fast_mine = sorted(mine)[:max(1, len(mine) // 2)]
     fast_gloo = sorted(gloo)[:max(1, len(gloo) // 2)]
     where = order(fast_mine, fast_gloo)
-    ratio = min(mine) / min(gloo)
+    def longer(slow: float, fast: float, name: str) -> str:
+        said = as_long(slow, fast)
+        return f"{said} {'as' if said.endswith('as long') else 'than'} {name}"
+
     if where == "higher":
+        took = longer(min(mine), min(gloo), "gloo's fastest")
         return Verdict("slower", f"{what} the faster half of this backend's trials were "
                                  f"all slower than the faster half of gloo's (its fastest "
-                                 f"{ratio:.1f} times gloo's fastest)")
+                                 f"took {took})")
     if where == "lower":
+        took = longer(min(gloo), min(mine), "its fastest")
         return Verdict("faster", f"{what} the faster half of this backend's trials were "
-                                 f"all faster than the faster half of gloo's (its fastest "
-                                 f"{ratio:.2f} times gloo's fastest)")
+                                 f"all faster than the faster half of gloo's (gloo's "
+                                 f"fastest took {took})")
     return Verdict("inside", f"{what} the faster halves of the two backends' trials "
                              f"overlap: the difference is inside the spread of the "
                              f"repeats, noise")
