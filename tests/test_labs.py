@@ -231,6 +231,12 @@ WRONG = {
         "wrong_no_refusal": "ReduceOp.BAND returned without an error",
         "wrong_in_the_call": "do the communication inside run",
         "wrong_done_too_early": "wait() returned before the result was there",
+        "wrong_empty_tensor_returns": "reduce every tensor of the list",
+        "wrong_puts_in_the_call": "called self.put() in the call itself",
+        "wrong_numbers_on_the_thread": "called self.next_seq() inside run",
+        "wrong_future_holds_none": "the Work's future holds NoneType, not the list",
+        "wrong_averages": "all_reduce with ReduceOp.AVG returned without an error",
+        "wrong_widens_and_clamps": "an integer sum past its dtype's range wraps round",
     },
     "hung_rank": {
         "wrong_trust_retired": "both calls at that number finished, as nccl can let them",
