@@ -107,7 +107,7 @@ def speed(mine: Sequence[float], gloo: Sequence[float], what: str) -> Verdict:
                                  f"all slower than the faster half of gloo's (its fastest "
                                  f"took {took})")
     if where == "lower":
-        took = longer(min(gloo), min(mine), "its fastest")
+        took = longer(min(gloo), min(mine), "this backend's fastest")
         return Verdict("faster", f"{what} the faster half of this backend's trials were "
                                  f"all faster than the faster half of gloo's (gloo's "
                                  f"fastest took {took})")
