@@ -237,6 +237,8 @@ WRONG = {
         "wrong_future_holds_none": "the Work's future holds NoneType, not the list",
         "wrong_averages": "all_reduce with ReduceOp.AVG returned without an error",
         "wrong_widens_and_clamps": "an integer sum past its dtype's range wraps round",
+        "wrong_one_buffer_of_all": "each tensor of the list is reduced in its own dtype",
+        "wrong_a_number_per_tensor": "numbers (self.next_seq()) in one call: take one per",
     },
     "hung_rank": {
         "wrong_trust_retired": "both calls at that number finished, as nccl can let them",

@@ -17,6 +17,7 @@ nccl's do. ``register()`` makes ``init_process_group("mine")`` build it.
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import statistics
 import threading
@@ -35,6 +36,7 @@ from workers.ranks import (
     exit_now,
     first_line,
     open_events,
+    physical_cores,
     positive_int,
     say,
 )
@@ -90,7 +92,7 @@ def from_bytes(data: bytes, like: torch.Tensor, sender: int) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=like.dtype).view(like.shape)
 
 
-class StoreWork(dist._Work):
+class StoreWork(dist.Work):
     """The handle a collective returns: ``wait()`` blocks until the backend's thread has
     finished it, and raises what went wrong there; ``get_future()`` is what DDP's hooks
     chain on."""
@@ -118,7 +120,8 @@ class StoreBackend(BASE):
         self.seq = 0  # every rank calls collectives in the same order: the numbers agree
         self.queue = queue.Queue() if threaded else None
         if threaded:
-            threading.Thread(target=self.serve, name="mine", daemon=True).start()
+            self.thread = threading.Thread(target=self.serve, name="mine", daemon=True)
+            self.thread.start()
 
     def getBackendName(self) -> str:
         return "mine"
@@ -160,8 +163,18 @@ class StoreBackend(BASE):
                 done.set_result(result)
 
     def shutdown(self) -> None:  # destroy_process_group() calls it
-        if self.queue is not None:
+        if self.queue is not None:  # the thread ends once its last collective has
             self.queue.put(None)
+            self.thread.join(self.timeout.total_seconds())
+        # The store lives in rank 0's process (under torchrun, in the agent's): rank 0 waits
+        # until every rank is done with it before its process may end (at most the group's
+        # timeout, and 10 s: a rank that died never says so).
+        patience = min(10.0, self.timeout.total_seconds())
+        arrived, deadline = self.store.add("left", 1), time.monotonic() + patience
+        while self.my_rank == 0 and arrived < self.world_size and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+            arrived = self.store.add("left", 0)
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -450,6 +463,10 @@ def overlap(rank: int, size: int, events: Events, mebibytes: int, trials: int) -
     with its thread, and inline (the call itself communicates)."""
     tensor = torch.ones(mebibytes << 18)  # float32: 4 bytes each
     a = torch.randn(192, 192)
+    # the products get this rank's share of the cores but one, kept for the backend's thread
+    # where there are cores to spare (OMP_NUM_THREADS, when set, decides)
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, physical_cores() // size - 1))
 
     def compute(repeats):
         for _ in range(repeats):
@@ -490,6 +507,10 @@ def overlap(rank: int, size: int, events: Events, mebibytes: int, trials: int) -
         events.emit(rank, "alone", trial=trial, communication=t1 - t0,
                     compute=time.time() - t1)
     events.emit(rank, "threads", compute_threads=torch.get_num_threads())
+    work = dist.all_reduce(tensor, group=groups["with its thread"], async_op=True)
+    work.wait()  # done: what the handle says of it
+    events.emit(rank, "polled", is_completed=work.is_completed(),
+                future_done=work.get_future().done())
     if rank == 0:
         say(rank, f"{mebibytes} MiB all-reduced while {repeats} products of 192 x 192 "
                   f"run, {trials} trials each way")

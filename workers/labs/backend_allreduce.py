@@ -18,8 +18,9 @@ The contract (labs/backend_allreduce.py), clause by clause, and what checks each
 - Any shape, 0 elements included, and views that are not contiguous: a tensor of 0
   elements, one of 1, and the transpose of a slice of a larger tensor, whose result is
   read through the larger one (a result that never reached the caller's memory shows).
-- Several tensors in one call: the backend's ``allreduce`` called with three tensors of
-  different dtypes and shapes (each must be reduced, each under its own keys).
+- Several tensors in one call: the backend's ``allreduce`` called with four tensors of
+  different dtypes and shapes, one empty and one an int64 near 2**60 (each must be reduced,
+  in its own dtype, under its own keys).
 - Every rank the same bits: a float32 and a float64 sum whose roundings depend on the
   order, at 3 ranks, every rank's bits compared.
 - The communication on the backend's thread: one rank calls a second late; the others'
@@ -30,7 +31,8 @@ The contract (labs/backend_allreduce.py), clause by clause, and what checks each
 - A reduction it lacks (BAND, AVG) raises on every rank, at the call or at ``wait()``, and
   the job does not hang.
 - Integers exactly: a uint8 sum past 255, which wraps round as gloo's does.
-- The collective numbered in the call (``self.next_seq()`` on the caller's thread), and
+- The collective numbered once, in the call (``self.next_seq()`` on the caller's thread:
+  each call's count of numbers taken is noted), and
   every put, get and finish on the backend's thread: each method's caller is noted.
 - The Work's future holds the list of the caller's tensors, as DDP's hooks need.
 - No torch.distributed call of the reader's own: every call the reader's code makes is
@@ -46,6 +48,7 @@ import time
 from workers.labs.harness import Finding, list_of
 
 THREADS: dict[str, set] = {}  # this rank: its methods, and where the reader called them
+NUMBERS: list[int] = []  # this rank: how many numbers each call took, in the call
 
 CHAPTER = "backend"
 FUNCTION = "allreduce"
@@ -175,7 +178,14 @@ def lab_backend(solution, raised: list):
             self.noted("next_seq")
             return super().next_seq()
 
-    Lab.allreduce = solution
+    def allreduce(self, tensors, opts):
+        """The reader's allreduce, counting the numbers it takes in the call."""
+        before = self.seq
+        work = solution(self, tensors, opts)  # a call that raises took none that count
+        NUMBERS.append(self.seq - before)
+        return work
+
+    Lab.allreduce = allreduce
     dist.Backend.register_backend("lab", lambda *a: KEEP.append(Lab(*a)) or KEEP[-1],
                                   devices=["cpu"])
     group = dist.new_group(backend="lab")
@@ -227,9 +237,12 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
                         for r in range(world_size)], "SUM"),
         "digest": digest(whole[1:4]), "around": [whole[0].tolist(), whole[4].tolist()]}
     # several tensors in one call, as the backend is called by coalesced collectives
-    kinds = (("float32", (3,)), ("float32", (0,)), ("int64", (2, 2)), ("float64", (5,)))
-    several = [values(rank, dtype, shape, "ordinary", seed + 60 + i)
-               for i, (dtype, shape) in enumerate(kinds)]
+    # mixed dtypes, one of them empty, one an int64 near 2**60 (one buffer of them all, in a
+    # dtype torch.cat promotes to, rounds it)
+    kinds = (("float32", (3,), "ordinary"), ("float32", (0,), "ordinary"),
+             ("int64", (2, 2), "huge"), ("float64", (5,), "ordinary"))
+    several = [values(rank, dtype, shape, kind, seed + 60 + i)
+               for i, (dtype, shape, kind) in enumerate(kinds)]
     given_several = [t.clone() for t in several]
     opts = dist.AllreduceOptions()
     opts.reduceOp = dist.ReduceOp.SUM
@@ -239,7 +252,7 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
         dist.all_reduce(expected)
         results[f"tensor {i + 1} of four in one call"] = {
             "got": got, "expected": expected, "start": start, "error": error, "op": "SUM",
-            "bound": bound([values(r, *kinds[i], "ordinary", seed + 60 + i)
+            "bound": bound([values(r, *kinds[i], seed + 60 + i)
                             for r in range(world_size)], "SUM"), "digest": digest(got)}
     # two calls in a row on the same tensor
     twice = values(rank, "float64", (4,), "ordinary", seed + 70)
@@ -285,7 +298,8 @@ def on_rank(rank: int, world_size: int, solution, calls, given: dict) -> dict:
                             op=getattr(dist.ReduceOp, lacking), group=group)
 
         results[lacking] = {"error": attempt(lacking, lacks)}
-    return {"results": results, "threads": {k: sorted(v) for k, v in THREADS.items()}}
+    return {"results": results, "threads": {k: sorted(v) for k, v in THREADS.items()},
+            "numbers": sorted(set(NUMBERS))}
 
 
 def judge(world_size: int, outcome, given: dict) -> list:
@@ -370,8 +384,10 @@ def mistaken(name: str, case: dict, world_size: int) -> str:
         return (f"{said}: that is float32's rounding of a float64 sum: reduce in the "
                 f"tensor's own dtype, or wider, never narrower")
     if "one call" in name:
-        return (f"{said}: every tensor of the list must be reduced, each under keys of "
-                f"its own (a tag per tensor)")
+        return (f"{said}: each tensor of the list is reduced in its own dtype, under keys "
+                f"of its own (one buffer of them all, as torch.cat makes of mixed dtypes, "
+                f"is promoted to a float that rounds this int64 near 2**60; another "
+                f"tensor's bytes under its tag give other values)")
     if "second of two" in name:
         return (f"{said}: the second call read the first call's bytes: number every "
                 f"collective (self.next_seq()) and put it in its keys")
@@ -406,6 +422,12 @@ def threads_finding(world_size: int, outcome, given: dict) -> Finding:
                                   f"where the program's order is, so that every rank "
                                   f"gives the same collective the same number whatever "
                                   f"runs first")
+        numbers = [n for n in result["numbers"] if n != 1]
+        if numbers and "thread" not in threads.get("next_seq", []):
+            return Finding(False, f"rank {rank}'s allreduce took {numbers[0]} numbers "
+                                  f"(self.next_seq()) in one call: take one per "
+                                  f"collective, however many tensors it has (a tag per "
+                                  f"tensor tells them apart)")
         for method in ("put", "get", "finish"):
             if "another thread" in threads.get(method, []):
                 return Finding(False, f"rank {rank} called self.{method}() on a thread of "

@@ -43,6 +43,8 @@ def same_bits(world_size: int, checks: int, differing: Sequence[str]) -> Verdict
                       compute_threads=1),
     slower=dict(thread=[120, 125, 130], inline=[100, 104, 101], communication=[45, 48],
                 computation=[55, 56], cores=16, ranks=2, compute_threads=1),
+    loaded=dict(thread=[240, 250, 260], inline=[200, 204, 201], communication=[56, 58],
+                computation=[43, 44], cores=2, ranks=2, compute_threads=1),
     slower_crowded=dict(thread=[120, 125, 130], inline=[100, 104, 101],
                         communication=[45, 48], computation=[55, 56], cores=2, ranks=2,
                         compute_threads=1),
@@ -63,6 +65,13 @@ def hidden(thread: Sequence[float], inline: Sequence[float], communication: Sequ
            f"backend thread on {counted(cores, 'core')}, beside the store's own thread: "
            f"the communication (copies, the store's sockets, the additions) needs a core "
            f"too, and here it took it from the products")
+    if i > 1.5 * (c + m):  # inline, the two run in turn: a trial is their sum, or the
+        # machine was busy with other work
+        return Verdict("loaded", f"{said}: inline, where the two parts run in turn, a "
+                                 f"trial took {i / (c + m):.1f} times their sum, so other "
+                                 f"work on the machine slowed these trials, and they "
+                                 f"cannot say what the thread hides (the timeline still "
+                                 f"shows the two running at once)")
     where = order(thread, inline)
     if where == "lower":
         hid = (i - t) / c
