@@ -234,7 +234,7 @@ WRONG = {
         "wrong_empty_tensor_returns": "reduce every tensor of the list",
         "wrong_puts_in_the_call": "called self.put() in the call itself",
         "wrong_numbers_on_the_thread": "called self.next_seq() inside run",
-        "wrong_future_holds_none": "the Work's future holds NoneType, not the list",
+        "wrong_future_holds_none": "the Work's future holds NoneType, not the list of the",
         "wrong_averages": "all_reduce with ReduceOp.AVG returned without an error",
         "wrong_widens_and_clamps": "an integer sum past its dtype's range wraps round",
         "wrong_one_buffer_of_all": "each tensor of the list is reduced in its own dtype",

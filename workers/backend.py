@@ -104,6 +104,7 @@ class StoreWork(dist.Work):
 
     def wait(self, timeout=None):
         self.done.wait()  # raises the exception the thread set, if any
+        self.future.wait()  # and the chained future is complete too, for whoever polls it
         return True
 
     def get_future(self):
@@ -290,7 +291,7 @@ def register(name: str = "mine", threaded: bool = True) -> None:
 
     def create(store, rank, size, timeout):  # store: a PrefixStore of this group's own
         backend = BACKEND_CLASS(store, rank, size, timeout, threaded)
-        KEEP.append(backend)  # c10d may hold only a wrapper of it: keep the Python object
+        KEEP.append(backend)  # under TORCH_DISTRIBUTED_DEBUG=DETAIL c10d holds a wrapper
         return backend
 
     dist.Backend.register_backend(name, create, devices=["cpu"])
@@ -463,10 +464,10 @@ def overlap(rank: int, size: int, events: Events, mebibytes: int, trials: int) -
     with its thread, and inline (the call itself communicates)."""
     tensor = torch.ones(mebibytes << 18)  # float32: 4 bytes each
     a = torch.randn(192, 192)
-    # the products get this rank's share of the cores but one, kept for the backend's thread
-    # where there are cores to spare (OMP_NUM_THREADS, when set, decides)
+    # the products get this rank's share of the cores but one, kept for the backend's
+    # thread, and a core is left for the store's (OMP_NUM_THREADS, when set, decides)
     if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, physical_cores() // size - 1))
+        torch.set_num_threads(max(1, (physical_cores() - 1) // size - 1))
 
     def compute(repeats):
         for _ in range(repeats):
@@ -565,11 +566,11 @@ def speed(rank: int, size: int, events: Events, sizes, trials: int) -> None:
         tensor = torch.ones(max(nbytes // 4, 1))
         for name, group in groups.items():
             seconds = []
-            for trial in range(trials + 2):  # two to warm up
+            for trial in range(trials + 5):  # five to warm up
                 dist.barrier()
                 begin = time.perf_counter()
                 dist.all_reduce(tensor, group=group)
-                if trial >= 2:
+                if trial >= 5:
                     seconds.append(time.perf_counter() - begin)
             events.emit(rank, "speed", backend=name, size=tensor.numel() * 4,
                         seconds=seconds)

@@ -312,7 +312,7 @@ def judge(world_size: int, outcome, given: dict) -> list:
                                    f"no collective may do the work")]
     findings = []
     for finding in (errors_finding, asynchronous_finding, threads_finding, values_finding,
-                    same_bits_finding, refused_finding):
+                    same_bits_finding, future_finding, refused_finding):
         said = finding(world_size, outcome, given)
         findings.append(said)
         if not said.held:
@@ -462,14 +462,23 @@ def asynchronous_finding(world_size: int, outcome, given: dict) -> Finding:
                                   f"there (it came later): return the Work that "
                                   f"self.submit(run, tensors) gives, whose wait() blocks "
                                   f"until run has finished")
-        if timing.get("future_holds_tensor") is False:
-            return Finding(False, f"rank {rank}: the Work's future holds "
-                                  f"{timing['future_value']}, not the list of tensors: "
-                                  f"pass the tensors to self.submit(run, tensors), whose "
-                                  f"future is what DDP's communication hooks chain on")
         # a result wrong even later: the cases' values say how
     return Finding(True, f"async_op=True returned at once while rank {late} was late, and "
                          f"wait() returned with the result there")
+
+
+def future_finding(world_size: int, outcome, given: dict) -> Finding:
+    """The Work's future holds the caller's tensors (after their values are checked: a
+    result written elsewhere is said as such first)."""
+    for rank, result in sorted(outcome.results.items()):
+        timing = result["results"]["asynchronous"]["timing"]
+        if timing.get("future_holds_tensor") is False:
+            return Finding(False, f"rank {rank}: the Work's future holds "
+                                  f"{timing['future_value']}, not the list of the "
+                                  f"caller's tensors: pass the tensors to "
+                                  f"self.submit(run, tensors), whose future is what DDP's "
+                                  f"communication hooks chain on")
+    return Finding(True, "the Work's future holds the caller's tensors")
 
 
 def refused_finding(world_size: int, outcome, given: dict) -> Finding:
