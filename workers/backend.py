@@ -560,24 +560,26 @@ def ddp(rank: int, size: int, events: Events, steps: int, data_root: str) -> Non
 
 
 def speed(rank: int, size: int, events: Events, sizes, trials: int) -> None:
-    """all_reduce at each size, on gloo and on this backend: each trial's time."""
+    """all_reduce at each size, on gloo and on this backend, the two taking turns call by
+    call (so that the machine's disturbances fall on both): each trial's time."""
     groups = {"gloo": dist.new_group(backend="gloo"), "mine": None}
     for nbytes in sizes:
         tensor = torch.ones(max(nbytes // 4, 1))
-        for name, group in groups.items():
-            seconds = []
-            for trial in range(trials + 5):  # five to warm up
+        seconds = {name: [] for name in groups}
+        for trial in range(trials + 5):  # five to warm up
+            for name, group in groups.items():
                 dist.barrier()
                 begin = time.perf_counter()
                 dist.all_reduce(tensor, group=group)
                 if trial >= 5:
-                    seconds.append(time.perf_counter() - begin)
+                    seconds[name].append(time.perf_counter() - begin)
+        for name in groups:
             events.emit(rank, "speed", backend=name, size=tensor.numel() * 4,
-                        seconds=seconds)
+                        seconds=seconds[name])
             if rank == 0:
                 say(rank, f"{name:<5}{tensor.numel() * 4:>9} B: fastest "
-                          f"{min(seconds) * 1e6:8.0f} us, median "
-                          f"{statistics.median(seconds) * 1e6:8.0f} us")
+                          f"{min(seconds[name]) * 1e6:8.0f} us, median "
+                          f"{statistics.median(seconds[name]) * 1e6:8.0f} us")
 
 
 def mistakes(rank: int, size: int, events: Events) -> None:
