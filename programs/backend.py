@@ -13,8 +13,10 @@ class Mine(Backend):  # Python can subclass Backend since torch 2.14
         super().__init__(rank, size)
         self.store, self.me, self.ranks, self.calls = store, rank, size, 0
 
-    def getBackendName(self):
+    def getBackendName(self):  # c10d asks every backend its name, and its options:
         return "mine"
+
+    options = property(lambda self: Backend.Options("mine"))  # Python 3.13 needs it defined
 
     def allreduce(self, tensors, opts):  # every rank sums every rank's bytes, in rank order
         self.calls += 1

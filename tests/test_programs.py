@@ -1,5 +1,5 @@
 """The plain programs in programs/: what a reader copies, so they are held to what a reader would
-write. Each is 12 to 52 lines, imports only PyTorch, torchvision, torchft (the fault-tolerance
+write. Each is 12 to 54 lines, imports only PyTorch, torchvision, torchft (the fault-tolerance
 chapter's library) and the standard library (nothing of the book's), has a ``__main__`` guard,
 runs with ``python FILE`` from a clone and exits 0 within a minute, and runs under torchrun too
 when it is distributed.
@@ -61,7 +61,7 @@ def test_every_program_is_on_a_page():
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.name)
 def test_a_program_is_what_a_reader_would_write(program):
     lines = program.read_text().splitlines()
-    assert 12 <= len(lines) <= 52, f"{len(lines)} lines"
+    assert 12 <= len(lines) <= 54, f"{len(lines)} lines"
     assert imported_modules(program) <= ALLOWED, imported_modules(program) - ALLOWED
     assert 'if __name__ == "__main__":' in program.read_text()
 

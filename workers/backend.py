@@ -127,6 +127,13 @@ class StoreBackend(BASE):
     def getBackendName(self) -> str:
         return "mine"
 
+    @property
+    def options(self):
+        """What c10d asks of every backend (its flight recorder does). Without this, torch
+        2.15's Python trampoline answers by asking itself again, without end: on Python 3.13
+        the process dies of it (SIGSEGV, a C stack overflow)."""
+        return Backend.Options("mine", self.timeout)
+
     # the transport: bytes in the store, under keys every rank can name
     def put(self, seq: int, tag: str, tensor: torch.Tensor) -> None:
         self.store.set(f"{seq}/{tag}/{self.my_rank}", to_bytes(tensor))
