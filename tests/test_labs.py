@@ -233,7 +233,10 @@ WRONG = {
         "wrong_first_tensor_only": "reduce every tensor of the list",
         "wrong_no_refusal": "ReduceOp.BAND returned without an error",
         "wrong_in_the_call": "do the communication inside run",
-        "wrong_done_too_early": "wait() returned before the result was there",
+        # its raw threads' store calls may also block each other: the job then hangs
+        # after every rank returned, and its results name the thread of its own
+        "wrong_done_too_early": ("wait() returned before the result was there",
+                                 "called self.put() on a thread of your own"),
         "wrong_empty_tensor_returns": "reduce every tensor of the list",
         "wrong_puts_in_the_call": "called self.put() in the call itself",
         "wrong_numbers_on_the_thread": "called self.next_seq() inside run",

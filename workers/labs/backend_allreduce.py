@@ -320,6 +320,20 @@ def judge(world_size: int, outcome, given: dict) -> list:
     return findings
 
 
+def explain(world_size: int, outcome, given: dict) -> list:
+    """A job that hung after every rank had returned: its results still say what went
+    wrong. Calls of one rank's store client are answered one at a time, so threads of the
+    reader's own, each blocked in a get while its peer's put waits behind another, can hold
+    the store until the group's timeout; destroy_process_group() then waits behind them."""
+    if len(outcome.results) < world_size:
+        return []
+    wrong = [finding.text for finding in judge(world_size, outcome, given)
+             if not finding.held]
+    return wrong or ["every rank returned from allreduce(), and then the backend's "
+                     "shutdown waited: some communication of yours was still blocked "
+                     "in the store"]
+
+
 def errors_finding(world_size: int, outcome, given: dict) -> Finding:
     for rank, result in sorted(outcome.results.items()):
         for name, case in result["results"].items():
