@@ -575,7 +575,7 @@ def speed(rank: int, size: int, events: Events, sizes, trials: int) -> None:
         seconds = {name: [] for name in groups}
         for trial in range(trials + 5):  # five to warm up
             for name, group in groups.items():
-                dist.barrier()
+                dist.barrier(group=groups["gloo"])
                 begin = time.perf_counter()
                 dist.all_reduce(tensor, group=group)
                 if trial >= 5:
