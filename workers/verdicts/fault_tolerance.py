@@ -162,3 +162,29 @@ def healed(steps: Sequence[int], after: Sequence[int], final: int) -> Verdict:
                             "on its own), was behind at the next quorum, and healed "
                             f"again. It committed {counted(sum(after), 'step')} of its "
                             f"own in all, to the end at step {final}.")
+
+
+@verdict(
+    none=dict(heals=[]),
+    late_start=dict(heals=[(0, 1, 0)]),
+    missed=dict(heals=[(0, 93, 92)]),
+    both=dict(heals=[(1, 2, 0), (0, 93, 92)]),
+)
+def other_heals(heals: Sequence[tuple[int, int, int]]) -> Verdict:
+    """The heals that were not the killed group's return: for each, the group, the step it
+    healed at, and how many steps that group had committed before it."""
+    if not heals:
+        return Verdict("none", "No group healed at any other step.")
+    said, kinds = [], set()
+    for group, step, before in heals:
+        if before == 0:
+            kinds.add("late_start")
+            said.append(f"Group {group} healed at step {step} too, having committed no "
+                        f"step yet: it asked for its first quorum after its peer had "
+                        f"committed a step without it, and began behind.")
+        else:
+            kinds.add("missed")
+            said.append(f"Group {group} healed at step {step} too: it missed a commit "
+                        f"that its peer made (each group votes on its own) and was behind "
+                        f"at the next quorum.")
+    return Verdict("both" if len(kinds) == 2 else kinds.pop(), " ".join(said))
