@@ -16,7 +16,7 @@ torchft.manager.ManagerServer = lambda **kw: serve(**kw | {"bind": "127.0.0.1:0"
 
 
 def main(group: int, steps: int) -> None:
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo listens on loopback
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # gloo listens on loopback
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,  # loopback too
                      master_listen_fd=socket.create_server(("127.0.0.1", 0)).detach())
     torch.manual_seed(0)  # the same weights in every group

@@ -283,6 +283,7 @@ def open_events(path: str | None) -> Events:
                 pass
         except OSError as error:
             fail(f"cannot write the events file {path}: {error.strerror}")
+        path = os.path.abspath(path)  # a child started in another folder writes here too
     return Events(path)
 
 

@@ -130,12 +130,13 @@ def not_committed(count: int) -> Verdict:
         return Verdict("one", "One step, the one it was in when group 1 died, was not "
                               "committed and was done again.")
     if count > 1:
-        return Verdict("several", f"{count} steps were not committed and were done again: "
-                                  "the one it was in when group 1 died, and "
-                                  f"{count - 1} more whose all-reduce or vote failed "
-                                  "(each was done again with the same data).")
-    return Verdict("none", "No step of group 0 had to be done again: it was not yet in the "
-                           "all-reduce of the step group 1 died in.")
+        return Verdict("several", f"{count} steps were not committed: the one it was in "
+                                  f"when group 1 died, and {count - 1} more whose "
+                                  "all-reduce or vote failed (a step not committed is done "
+                                  "again with the same data, unless a peer committed it: "
+                                  "then the group is behind at the next quorum and heals "
+                                  "instead).")
+    return Verdict("none", "No step of group 0 had to be done again.")
 
 
 @verdict(
@@ -188,3 +189,16 @@ def other_heals(heals: Sequence[tuple[int, int, int]]) -> Verdict:
                         f"that its peer made (each group votes on its own) and was behind "
                         f"at the next quorum.")
     return Verdict("both" if len(kinds) == 2 else kinds.pop(), " ".join(said))
+
+
+@verdict(
+    went_on=dict(last_step=400, printed_after=True),
+    done_before=dict(last_step=400, printed_after=False),
+)
+def after_the_kill(last_step: int, printed_after: bool) -> Verdict:
+    """Whether group 0 printed any step after group 1 was killed by hand, and its last."""
+    if printed_after:
+        return Verdict("went_on", f"After the kill, group 0 went on to step {last_step}.")
+    return Verdict("done_before", f"Group 0 had printed its last step, {last_step}, before "
+                                  "group 1 was killed, so this run shows nothing going on "
+                                  "after the failure: run it again.")
