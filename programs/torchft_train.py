@@ -34,14 +34,15 @@ def main(group: int, steps: int) -> None:
     optimizer = torchft.Optimizer(  # steps only if no rank of this group saw an error
         manager, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
     while manager.current_step() < steps:
-        seed = 1000 * manager.current_step() + group  # this group's batch for this step
+        step = manager.current_step()
+        seed = 1000 * step + group  # this group's batch for this step
         x = torch.randn(32, 64, generator=torch.Generator().manual_seed(seed))
         optimizer.zero_grad()  # asks the lighthouse for this step's quorum
         nn.functional.cross_entropy(model(x), x[:, :10].argmax(1)).backward()
         for work in [manager.allreduce(p.grad) for p in model.parameters()]:
             work.wait()  # the mean over the quorum; a dead peer is noted, not raised
         optimizer.step()
-        if manager.current_step() % 100 == 0:
+        if manager.current_step() > step and manager.current_step() % 100 == 0:
             print(f"group {group}: step {manager.current_step()}, "
                   f"{manager.num_participants()} group(s) contributing", flush=True)
     manager.shutdown(wait=False)

@@ -193,7 +193,7 @@ def train(manager, model, optimizer, group: int, groups: int, steps: int,
             return
         for work in [manager.allreduce(p.grad) for p in model.parameters()]:
             work.wait()  # the mean over the quorum; a peer's failure is noted, not raised
-        optimizer.step()  # steps only if every rank of this group got this far
+        optimizer.step()  # steps only if no rank of this group saw an error
         after_step(step, loss.item())
 
 
