@@ -177,3 +177,12 @@ def test_one_core_is_said_in_the_singular():
 
     verdict = ring_against_library([40.0, 42.0, 45.0], [20.0, 22.0, 25.0], ranks=4, cores=1)
     assert "this machine's 1 core to share" in verdict.text, verdict.text
+
+
+def test_one_disturbed_block_does_not_hide_a_step_several_times_as_long():
+    from workers.verdicts.fault_tolerance import healthy_step
+
+    # reading 49's shape: DDP's ranges reach torchft's through one slow block
+    said = healthy_step([0.00170, 0.00179, 0.00180, 0.00175, 0.0090],
+                        [0.0086, 0.00863, 0.0087, 0.0085, 0.0089])
+    assert said.outcome == "costlier" and "4.8 times as long" in said.text, said

@@ -256,7 +256,7 @@ def storage_bytes(state: dict) -> int:
 
 def kill_in_step(model: nn.Module, current_step, at: int, rank: int, events: Events,
                  job: str, before=None) -> None:
-    """Kill this process (SIGKILL: no handler runs, like a machine that is lost) right
+    """Kill this process (SIGKILL: no handler runs, as when a process crashes) right
     after the forward pass of step ``at``, before its all-reduce: the peers are waiting in
     the all-reduce of the same step. ``before``: what to wait for first (torchft's quorum,
     so that the step's quorum counts this group in)."""
@@ -304,6 +304,9 @@ def group_process(group: int, args, lighthouse: str, start, joined, progress, fi
     import warnings
 
     os.environ.setdefault("RUST_LOG", "warn")  # before torchft's Rust logs every quorum
+    # the groups train on the CPU; a Manager that sees a GPU starts CUDA on it and
+    # synchronizes it at every vote (torchft/manager.py)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import_torch()
     import torchft
 
@@ -698,7 +701,7 @@ def by_hand(args, events: Events) -> int:
     # thread per core each would take turns, several times slower
     shared = {"TORCHFT_LIGHTHOUSE": f"http://{LOOPBACK}:{port}", "STEPS": str(args.steps),
               "OMP_NUM_THREADS": "1"}
-    quiet = {**os.environ, "RUST_LOG": "warn", **shared}
+    quiet = {**os.environ, "RUST_LOG": "warn", "CUDA_VISIBLE_DEVICES": "", **shared}
     say_main("$ " + " ".join([Path(lighthouse[0]).name, *lighthouse[1:]]))
     say_main("$ export " + " ".join(f"{name}={value}" for name, value in shared.items()))
     deadline = time.time() + args.timeout

@@ -151,8 +151,9 @@ def faster(a: Sequence[float], b: Sequence[float], a_name: str, b_name: str,
         return Verdict("higher_close" if close(ma, mb) else "higher",
                        f"{what} took less time with {b_name} than with {a_name} in every "
                        f"repeat ({a_name} took {as_long(ma, mb)})")
-    return Verdict("inside", f"{what} took about as long with {a_name} as with {b_name}: "
-                             f"their repeats overlap, {NOISE}")
+    return Verdict("inside", f"the repeats of {what} with {a_name} and with {b_name} "
+                             f"overlap (medians {ma:.3g} and {mb:.3g}): this run cannot "
+                             f"tell them apart, {NOISE}")
 
 
 def counted(count: int, noun: str) -> str:

@@ -20,10 +20,12 @@ from workers.verdicts import NOISE, Verdict, as_long, counted, order, ratio, ver
 )
 def healthy_step(ddp: Sequence[float], torchft: Sequence[float]) -> Verdict:
     """A step with no failure, under plain DDP and under torchft, at the same sizes: the
-    median of each block of steps (repeats of the median, whose spread is the run's)."""
+    median of each block of steps (repeats of the median, whose spread is the run's). From
+    five blocks on, each run's fastest and slowest block are set aside before the ranges are
+    compared, so that one disturbed block cannot hide a difference of several times."""
     d, t = statistics.median(ddp), statistics.median(torchft)
     medians = f"(medians {1000 * t:.2f} ms and {1000 * d:.2f} ms)"
-    where = order(torchft, ddp)
+    where = order(middle(torchft), middle(ddp))
     if where == "higher":
         longer = as_long(t, d)  # "3.1 times as long", or "3.3% longer" when close
         than = "than" if longer.endswith("longer") else "as"
@@ -36,8 +38,13 @@ def healthy_step(ddp: Sequence[float], torchft: Sequence[float]) -> Verdict:
                                   "repeats, which torchft's extra work cannot explain: "
                                   "something else slowed the DDP run, which this page does "
                                   "not measure")
-    return Verdict("inside", f"a healthy step took about as long under torchft as under "
-                             f"plain DDP {medians}: the repeats overlap, {NOISE}")
+    return Verdict("inside", f"this run cannot tell a healthy step under torchft from one "
+                             f"under plain DDP {medians}: the repeats overlap, {NOISE}")
+
+
+def middle(blocks: Sequence[float]) -> list[float]:
+    """The blocks without the fastest and the slowest, from five blocks on."""
+    return sorted(blocks)[1:-1] if len(blocks) >= 5 else list(blocks)
 
 
 @verdict(
@@ -102,7 +109,9 @@ def by_hand(kill_step: int, first_again: int | None,
     """What the group killed by hand did when started again: the first step it printed
     (None: it was not started again), and the first and last steps group 0 printed in a
     quorum of its own (None: it printed none)."""
-    alone_said = (f"group 0 printed steps {alone[0]} to {alone[1]} in a quorum of its own"
+    steps = (f"step {alone[0]}" if alone and alone[0] == alone[1] else
+             f"steps {alone[0]} to {alone[1]}" if alone else "")
+    alone_said = (f"group 0 printed {steps} in a quorum of its own"
                   if alone else "group 0 printed no step in a quorum of its own")
     if first_again is None:
         return Verdict("not_started", f"Group 1 was not started again, and {alone_said}.")
